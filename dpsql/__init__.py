@@ -1,0 +1,16 @@
+"""dpsql: differentially private SQL over DuckDB.
+
+>>> import duckdb, dpsql
+>>> con = duckdb.connect(); _ = con.execute("CREATE TABLE people AS SELECT range AS id, range % 2 AS flag FROM range(100)")
+>>> db = dpsql.connect(con, policy={"budget": {"epsilon": 1}, "tables": {"people": {"privacy_unit": "id",
+...     "columns": {"flag": {"keys": [0, 1]}}}}})
+>>> db.sql("SELECT flag, COUNT(*) AS n FROM people GROUP BY flag", epsilon=0.5).columns
+['flag', 'n']
+"""
+from .budget import Budget
+from .connection import PrivateConnection, Result, connect
+from .errors import BudgetExceeded, DpsqlError
+from .plan import Plan
+
+__all__ = ["connect", "PrivateConnection", "Result", "Plan", "Budget", "DpsqlError", "BudgetExceeded"]
+__version__ = "0.1.0"

@@ -1,0 +1,109 @@
+"""One error hierarchy: every refusal has a stable code and, when it came from the SQL, a position.
+
+>>> err = UnsupportedConstruct("DP102", "window functions are not supported", sql="SELECT 1", start=0, end=5)
+>>> err.code, err.line, err.col
+('DP102', 1, 1)
+"""
+from __future__ import annotations
+
+
+class DpsqlError(Exception):
+    """Base class of every error dpsql raises on purpose.
+
+    Attributes:
+        code: stable identifier such as ``DP304``; documented in ``grammar/README.md``.
+        message: what was refused and why, naming the offending column or function.
+        hint: what the user can do instead (may be empty).
+        sql, start, end: the SQL text and the 0-based inclusive character span of the offending node.
+    """
+
+    code = "DP000"
+
+    def __init__(self, code: str | None = None, message: str = "", *, hint: str = "",
+                 sql: str | None = None, start: int | None = None, end: int | None = None):
+        self.code = code or type(self).code
+        self.message = message
+        self.hint = hint
+        self.sql = sql
+        self.start = start
+        self.end = end if end is not None else start
+        super().__init__(f"[{self.code}] {message}")
+
+    @property
+    def line(self) -> int | None:
+        if self.sql is None or self.start is None:
+            return None
+        return self.sql.count("\n", 0, self.start) + 1
+
+    @property
+    def col(self) -> int | None:
+        if self.sql is None or self.start is None:
+            return None
+        return self.start - (self.sql.rfind("\n", 0, self.start) + 1) + 1
+
+    def format(self) -> str:
+        """Render as ``error[DP###]: message`` plus a caret excerpt under the offending SQL."""
+        out = [f"error[{self.code}]: {self.message}"]
+        if self.line is not None:
+            lines = self.sql.splitlines() or [""]
+            text = lines[self.line - 1] if self.line - 1 < len(lines) else ""
+            width = max(1, min(self.end, self.start + len(text)) - self.start + 1)
+            gutter = " " * len(str(self.line))
+            out += [f"{gutter}--> line {self.line}, column {self.col}",
+                    f"{gutter} |",
+                    f"{self.line} | {text}",
+                    f"{gutter} | {' ' * (self.col - 1)}{'^' * width}"]
+        if self.hint:
+            out.append(f"hint: {self.hint}")
+        return "\n".join(out)
+
+
+class SqlSyntaxError(DpsqlError):
+    """The SQL does not parse (DP100)."""
+    code = "DP100"
+
+
+class UnsupportedConstruct(DpsqlError):
+    """The SQL parses but uses something outside the dpsql dialect (DP1xx, DP2xx, DP3xx)."""
+    code = "DP102"
+
+
+class PrivacyViolation(UnsupportedConstruct):
+    """The query would single out a person: identifier columns, raw values, private keys."""
+    code = "DP203"
+
+
+class InvalidParameter(DpsqlError):
+    """epsilon, delta or another caller-supplied parameter is out of range (DP401)."""
+    code = "DP401"
+
+
+class BudgetExceeded(DpsqlError):
+    """The query asks for more privacy budget than remains (DP402). Nothing was spent."""
+    code = "DP402"
+
+    def __init__(self, requested, remaining, **kw):
+        self.requested = requested
+        self.remaining = remaining
+        self.difference = (requested[0] - remaining[0], requested[1] - remaining[1])
+        super().__init__(
+            "DP402",
+            f"privacy budget exceeded: requested epsilon={requested[0]:g}, delta={requested[1]:g}; "
+            f"remaining epsilon={remaining[0]:g}, delta={remaining[1]:g}; "
+            f"short by epsilon={max(self.difference[0], 0):g}, delta={max(self.difference[1], 0):g}",
+            **kw)
+
+
+class PolicyError(DpsqlError):
+    """The policy is malformed or does not match the database (DP501, DP502)."""
+    code = "DP501"
+
+
+class ExecutionError(DpsqlError):
+    """The engine failed after the spend was recorded; no data-dependent detail is shown (DP900)."""
+    code = "DP900"
+
+
+class InternalError(DpsqlError):
+    """An invariant broke inside dpsql: this is probably a bug (DP999)."""
+    code = "DP999"

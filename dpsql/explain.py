@@ -1,0 +1,83 @@
+"""The explain text of a Plan: per measurement its bounds, sensitivity, mechanism, epsilon and noise;
+the composition; and the rewritten SQL.
+
+>>> from dpsql.policy import load_policy
+>>> from dpsql.parse import parse
+>>> from dpsql.validate import validate
+>>> from dpsql.plan import build_plan
+>>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {}}}})
+>>> q = parse("SELECT COUNT(*) FROM t")
+>>> print(explain_text(build_plan(q, validate(q, "", p), epsilon=1, delta=0)).splitlines()[0])
+dpsql plan for: SELECT COUNT(*) FROM t
+"""
+from __future__ import annotations
+
+import math
+
+from .plan import CONFIDENCE, Measurement, Plan
+
+
+def fmt(x: float) -> str:
+    """Short, exact-enough numbers: integers as integers, powers of two as 2^k when tiny."""
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x))
+    if x > 0 and math.log2(x) == int(math.log2(x)) and x < 1e-3:
+        return f"2^{int(math.log2(x))}"
+    return f"{x:.6g}"
+
+
+def measurement_lines(m: Measurement) -> list[str]:
+    g = m.granularity
+    lines = [f"  {m.name}  {m.label}"]
+    if m.kind == "sum":
+        lines.append(f"      clamp to [{fmt(m.lower)}, {fmt(m.upper)}], exact sum on a grid of step {fmt(g)}")
+    lines += [
+        f"      sensitivity {fmt(m.sensitivity * g)}  ({m.sensitivity} grid steps)" if g != 1
+        else f"      sensitivity {m.sensitivity}",
+        f"      mechanism {m.mechanism}" + (" on the grid" if g != 1 else " (integer)"),
+        f"      epsilon {m.epsilon:.6g}, noise scale {fmt(m.scale * g)}"
+        + (f" (std dev {fmt(math.sqrt(2) * m.scale * g)})" if m.scale else ""),
+        f"      {int(CONFIDENCE * 100)}% of answers within +-{fmt(m.error)} of the bounded exact value",
+    ]
+    return lines
+
+
+def output_line(plan: Plan, index: int) -> str:
+    o = plan.outputs[index]
+    hidden = "  (for HAVING/ORDER BY, not shown)" if o.hidden else ""
+    if o.kind == "key":
+        return f"  {o.name} = public key {o.column}{hidden}"
+    ms = o.measurements
+    if o.kind == "avg":
+        return f"  {o.name} = {ms[0]} / max({ms[1]}, 1), clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}"
+    return f"  {o.name} = {ms[0]}{hidden}"
+
+
+def explain_text(plan: Plan) -> str:
+    t = plan.table
+    unit = "each row is a person" if t.row_level else f"privacy unit {t.privacy_unit}"
+    lines = [f"dpsql plan for: {' '.join(plan.sql.split())}",
+             f"table {t.name}: {unit}; L = {plan.max_groups} partition(s) per unit, "
+             f"C = {plan.max_rows} row(s) per unit per partition"]
+    if plan.group_keys:
+        keys = ", ".join(f"{k.column} ({len(k.keys)} public keys)" for k in plan.group_keys)
+        lines.append(f"groups: {keys}: {plan.partitions} partition(s), every one released")
+    lines.append(f"budget: epsilon {plan.epsilon:.6g}, delta {plan.delta:g}")
+    lines.append("measurements:")
+    for m in plan.measurements:
+        lines += measurement_lines(m)
+    lines.append("outputs (post-processing, no extra budget):")
+    lines += [output_line(plan, i) for i in range(len(plan.outputs))]
+    n = len(plan.measurements)
+    lines.append("composition:")
+    lines.append(f"  sequential over {n} measurement(s): epsilon "
+                 + " + ".join(f"{m.epsilon:.4g}" for m in plan.measurements) + f" = {plan.epsilon:.6g}")
+    if plan.group_keys:
+        lines.append(f"  parallel over {plan.partitions} partition(s), each unit in <= {plan.max_groups}: "
+                     f"charged once (sensitivity carries the factor L = {plan.max_groups})")
+    if plan.having is not None or plan.order or plan.limit is not None:
+        lines.append("  HAVING / ORDER BY / LIMIT run on released values only")
+    if plan.rewritten_sql:
+        lines.append("rewritten SQL:")
+        lines += ["  " + line for line in plan.rewritten_sql.splitlines()]
+    return "\n".join(lines)

@@ -1,0 +1,400 @@
+"""Exact integer noise: discrete Laplace sampled with integer arithmetic from the OS CSPRNG.
+
+Textbook Laplace noise, ``-b * ln(uniform double)``, leaks the true value through the gaps in the
+floating point output (Mironov 2012, "On Significance of the Least Significant Bits for
+Differential Privacy"). Here every draw is an integer from the discrete Laplace distribution,
+sampled exactly by rejection from unbiased uniform integers: no floating point touches the
+sampling path. Floats appear only in the pmf, tail and bound helpers used for error bars.
+
+>>> source = GeneratorRandomSource(np.random.default_rng(0))
+>>> draws = discrete_laplace(source, 2.0, 5)
+>>> draws.dtype, draws.shape
+(dtype('int64'), (5,))
+"""
+from __future__ import annotations
+
+import math
+import os
+from fractions import Fraction
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "RandomSource", "SystemRandomSource", "GeneratorRandomSource", "as_random_source",
+    "dyadic_scale", "discrete_laplace", "discrete_laplace_cdf_tail", "discrete_laplace_bound",
+    "discrete_laplace_pmf",
+]
+
+_INT64_MAX = 2**63 - 1
+_MAX_NUMERATOR = 2**50   # dyadic numerators stay below this, so n * K fits int64 for K < 2**13
+_MAX_LOG2_DENOMINATOR = 30
+_BATCH_WORDS = 4096      # small requests are served from one 32 KiB os.urandom read
+_FACT20 = math.factorial(20)  # largest factorial below 2**63
+# 20!/j! for j = 20, 19, ..., 1 (ascending): P(uniform [0, 20!) < 20!/j!) = 1/j! exactly.
+_FACT20_THRESHOLDS = np.array([_FACT20 // math.factorial(j) for j in range(20, 0, -1)],
+                              dtype=np.int64)
+
+
+@runtime_checkable
+class RandomSource(Protocol):
+    """Where noise gets its randomness: unbiased uniform integers, elementwise."""
+
+    def below(self, n: np.ndarray) -> np.ndarray:
+        """Elementwise uniform integers in [0, n) (n: int64/uint64 array, all >= 1), unbiased."""
+        ...
+
+
+def _check_bounds(n) -> np.ndarray:
+    """Validate ``below``'s argument: an int64/uint64 array with every element >= 1.
+
+    >>> _check_bounds(np.array([1, 5])).dtype
+    dtype('int64')
+    """
+    n = np.asarray(n)
+    if n.dtype != np.uint64:
+        if n.dtype.kind not in "iu":
+            raise TypeError(f"below() needs an integer array, got dtype {n.dtype}")
+        n = n.astype(np.int64)
+    if n.size and n.min() < 1:
+        raise ValueError(f"below() needs every bound >= 1, got minimum {n.min()}")
+    return n
+
+
+class SystemRandomSource:
+    """Unbiased uniform integers from ``os.urandom`` (the OS CSPRNG): the default, and the only
+    source fit for real releases. Not thread-safe: give each thread its own.
+
+    >>> out = SystemRandomSource().below(np.array([1, 10, 2**62]))
+    >>> bool(out[0] == 0 and out[1] < 10 and out[2] < 2**62)
+    True
+    """
+
+    def __init__(self) -> None:
+        self._buffer = np.empty(0, dtype=np.uint64)
+        self._pid = os.getpid()
+
+    def _words(self, m: int) -> np.ndarray:
+        """``m`` uniform uint64 words; small requests share one buffered read to save syscalls."""
+        if m >= _BATCH_WORDS:
+            return np.frombuffer(os.urandom(8 * m), dtype=np.uint64)
+        # A forked child inherits the buffer: drop it, or parent and child would draw equal noise.
+        if m > self._buffer.size or os.getpid() != self._pid:
+            self._buffer = np.frombuffer(os.urandom(8 * _BATCH_WORDS), dtype=np.uint64)
+            self._pid = os.getpid()
+        words, self._buffer = self._buffer[:m], self._buffer[m:]
+        return words
+
+    def below(self, n: np.ndarray) -> np.ndarray:
+        """Elementwise uniform integers in [0, n), by modulo with rejection on uint64 words.
+
+        >>> SystemRandomSource().below(np.ones(3, dtype=np.int64)).tolist()
+        [0, 0, 0]
+        """
+        n = _check_bounds(n)
+        bound = np.ascontiguousarray(n).reshape(-1).view(np.uint64)  # n >= 1, so the view is exact
+        # Accept x only if the whole block of n values containing x fits below 2**64: then x % n is
+        # exactly uniform (no modulo bias). Uint64 arithmetic wraps, so 0 - n is 2**64 - n.
+        words = self._words(bound.size)
+        out = words % bound
+        rejected = np.flatnonzero(words - out > np.uint64(0) - bound)
+        while rejected.size:  # probability < n / 2**64 per element
+            words = self._words(rejected.size)
+            redo = words % bound[rejected]
+            ok = words - redo <= np.uint64(0) - bound[rejected]
+            out[rejected[ok]] = redo[ok]
+            rejected = rejected[~ok]
+        return out.view(n.dtype).reshape(n.shape)
+
+
+class GeneratorRandomSource:
+    """Uniform integers from a seeded numpy ``Generator``: for reproducible tests only, since
+    PCG64's state can be recovered from its outputs.
+
+    >>> GeneratorRandomSource(np.random.default_rng(0)).below(np.array([1, 1])).tolist()
+    [0, 0]
+    """
+
+    def __init__(self, generator: np.random.Generator):
+        if not isinstance(generator, np.random.Generator):
+            raise TypeError(f"GeneratorRandomSource needs a numpy Generator, got {type(generator).__name__}")
+        self.generator = generator
+
+    def below(self, n: np.ndarray) -> np.ndarray:
+        """Elementwise uniform integers in [0, n) via ``Generator.integers`` (unbiased rejection)."""
+        n = _check_bounds(n)
+        if n.size == 0:
+            return np.empty(n.shape, dtype=n.dtype)
+        return self.generator.integers(0, n, dtype=n.dtype)
+
+
+def as_random_source(rng: np.random.Generator | RandomSource | None) -> RandomSource:
+    """Normalise the ``rng`` argument of the public API into a RandomSource.
+
+    Args:
+        rng: None for the OS CSPRNG (use this for real releases), a numpy ``Generator`` (tests
+            only), or any object with a ``below`` method.
+
+    Raises:
+        TypeError: for anything else (notably the legacy ``np.random.RandomState``).
+
+    Example:
+        >>> type(as_random_source(None)).__name__
+        'SystemRandomSource'
+    """
+    if rng is None:
+        return SystemRandomSource()
+    if isinstance(rng, np.random.Generator):
+        return GeneratorRandomSource(rng)
+    if isinstance(rng, RandomSource):
+        return rng
+    raise TypeError(f"rng must be None, a numpy Generator or a RandomSource, got {type(rng).__name__}")
+
+
+def dyadic_scale(scale: float) -> Fraction:
+    """The scale actually used: the smallest n / 2**k >= scale, k <= 30 as large as n < 2**50 allows.
+
+    Rounding the scale up only adds privacy, and a dyadic rational keeps the sampler in integers.
+
+    Args:
+        scale: the requested Laplace scale b (sensitivity / epsilon); finite and >= 0.
+
+    Raises:
+        ValueError: if scale is negative, not finite, or too large (no n < 2**50 reaches it).
+
+    Example:
+        >>> dyadic_scale(0.5), dyadic_scale(0.0), dyadic_scale(1e-10)
+        (Fraction(1, 2), Fraction(0, 1), Fraction(1, 1073741824))
+    """
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, Fraction, np.integer, np.floating)):
+        raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
+    if not math.isfinite(scale) or scale < 0:
+        raise ValueError(f"scale must be finite and >= 0, got {scale!r}")
+    exact = Fraction(scale if isinstance(scale, (int, Fraction)) else float(scale))
+    if exact == 0:
+        return Fraction(0)
+    for k in range(_MAX_LOG2_DENOMINATOR, -1, -1):
+        numerator = math.ceil(exact * 2**k)
+        if numerator < _MAX_NUMERATOR:
+            return Fraction(numerator, 2**k)
+    raise ValueError(f"scale {scale!r} is too large: the sampler supports scales up to 2**50 - 1")
+
+
+def _bernoulli_ratio(source: RandomSource, num: np.ndarray, den: int, k: np.ndarray) -> np.ndarray:
+    """Elementwise Bernoulli(num / (den * k)), exactly, without int64 overflow.
+
+    >>> _bernoulli_ratio(GeneratorRandomSource(np.random.default_rng(0)),
+    ...                  np.array([0, 6]), 3, np.array([1, 2])).tolist()
+    [False, True]
+    """
+    small = k <= _INT64_MAX // den
+    if small.all():
+        return source.below(den * k) < num
+    # Never seen in practice (k >= 2**13); Bernoulli(a/(bc)) = Bernoulli(a/b) AND Bernoulli(1/c).
+    out = np.empty(num.size, dtype=bool)
+    out[small] = source.below(den * k[small]) < num[small]
+    big = ~small
+    out[big] = (source.below(np.full(int(big.sum()), den, dtype=np.int64)) < num[big]) \
+        & (source.below(k[big]) == 0)
+    return out
+
+
+def _bernoulli_exp(source: RandomSource, num: np.ndarray, den: int) -> np.ndarray:
+    """Elementwise Bernoulli(exp(-num/den)) for 0 <= num <= den.
+
+    >>> _bernoulli_exp(GeneratorRandomSource(np.random.default_rng(0)), np.zeros(3, np.int64), 5).tolist()
+    [True, True, True]
+    """
+    # Canonne, Kamath, Steinke 2020, Algorithm 1 (gamma <= 1): K = first k with A_k ~ Bern(gamma/k)
+    # equal to 0; P(K odd) = exp(-gamma). Elements with num == 0 stop at K = 1 for free.
+    k = np.ones(num.size, dtype=np.int64)
+    active = np.flatnonzero(num > 0)
+    while active.size:
+        success = _bernoulli_ratio(source, num[active], den, k[active])
+        active = active[success]
+        k[active] += 1
+    return (k & 1) == 1
+
+
+def _bernoulli_exp_minus_one(source: RandomSource, size: int) -> np.ndarray:
+    """``size`` i.i.d. Bernoulli(exp(-1)) draws, mostly one uniform word each.
+
+    >>> _bernoulli_exp_minus_one(GeneratorRandomSource(np.random.default_rng(0)), 4).dtype
+    dtype('bool')
+    """
+    # Canonne, Kamath, Steinke 2020, Algorithm 1 with gamma = 1, where P(K >= k) = 1/(k-1)!: one
+    # uniform W in [0, 20!) decides the first 20 steps exactly, since K >= k iff W < 20!/(k-1)!.
+    w = source.below(np.full(size, _FACT20, dtype=np.int64))
+    k = 1 + _FACT20_THRESHOLDS.size - np.searchsorted(_FACT20_THRESHOLDS, w, side="right")
+    active = np.flatnonzero(w == 0)  # K >= 21 (probability 1/20!): continue the series by hand
+    while active.size:
+        success = source.below(k[active]) == 0
+        active = active[success]
+        k[active] += 1
+    return (k & 1) == 1
+
+
+def _geometric_exp_minus_one(source: RandomSource, size: int) -> np.ndarray:
+    """``size`` draws of V with P(V >= v) = exp(-v): successes before the first failed Bern(1/e).
+
+    >>> bool(_geometric_exp_minus_one(GeneratorRandomSource(np.random.default_rng(0)), 3).min() >= 0)
+    True
+    """
+    v = np.zeros(size, dtype=np.int64)
+    active = np.arange(size)
+    while active.size:
+        active = active[_bernoulli_exp_minus_one(source, active.size)]
+        v[active] += 1
+    return v
+
+
+def _floor_div(u: np.ndarray, v: np.ndarray, n: int, s: int) -> np.ndarray:
+    """Elementwise floor((u + n*v) / s), exact, raising OverflowError if a result exceeds int64.
+
+    >>> _floor_div(np.array([1, 2]), np.array([0, 3]), 4, 2).tolist()
+    [0, 7]
+    """
+    small = v <= (_INT64_MAX - n) // n
+    if small.all():
+        return (u + n * v) // s
+    # V >= 2**13 has probability exp(-8192): use Python integers rather than wrap around silently.
+    y = np.zeros(u.size, dtype=np.int64)
+    y[small] = (u[small] + n * v[small]) // s
+    for i in np.flatnonzero(~small):
+        exact = (int(u[i]) + n * int(v[i])) // s
+        if exact > _INT64_MAX:
+            raise OverflowError(f"discrete Laplace draw {exact} does not fit in int64")
+        y[i] = exact
+    return y
+
+
+def discrete_laplace(source: RandomSource, scale: float, size: int) -> np.ndarray:
+    """Draw i.i.d. discrete Laplace noise: P(X = x) proportional to exp(-|x| / t), t = dyadic_scale(scale).
+
+    Args:
+        source: the randomness; ``as_random_source(None)`` (the OS CSPRNG) for real releases.
+        scale: the Laplace scale b = sensitivity / epsilon; rounded up by ``dyadic_scale``.
+        size: number of draws (>= 0).
+
+    Raises:
+        ValueError: for a negative size or an invalid scale (see ``dyadic_scale``).
+
+    Example:
+        >>> discrete_laplace(SystemRandomSource(), 0.0, 3).tolist()
+        [0, 0, 0]
+    """
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+        raise ValueError(f"size must be an integer >= 0, got {size!r}")
+    t = dyadic_scale(scale)
+    out = np.zeros(int(size), dtype=np.int64)
+    if t == 0 or size == 0:
+        return out
+    n, s = t.numerator, t.denominator
+    # Canonne, Kamath, Steinke 2020, Algorithm 2 with scale n/s, run as vectorised rejection rounds.
+    pending = np.arange(out.size)
+    while pending.size:
+        # One word gives both U ~ Uniform[0, n) and the sign bit B; B is independent of the rest,
+        # so drawing it early (the paper draws it last) leaves the distribution unchanged.
+        w = source.below(np.full(pending.size, 2 * n, dtype=np.int64))
+        u, b = w >> 1, w & 1
+        keep = _bernoulli_exp(source, u, n)      # D ~ Bernoulli(exp(-U/n)); reject when D = 0
+        u, b, idx = u[keep], b[keep], pending[keep]
+        v = _geometric_exp_minus_one(source, idx.size)
+        y = _floor_div(u, v, n, s)               # X = U + n*V ~ Geom(exp(-1/n)); Y = floor(X/s)
+        accept = (b == 0) | (y != 0)             # reject (B = 1, Y = 0): +0 and -0 count once
+        out[idx[accept]] = np.where(b[accept] == 1, -y[accept], y[accept])
+        done = np.zeros(pending.size, dtype=bool)
+        done[np.flatnonzero(keep)[accept]] = True
+        pending = pending[~done]
+    return out
+
+
+def _q(scale: float) -> tuple[float, float]:
+    """The used scale t as a float and the ratio q = exp(-1/t) between neighbouring pmf values.
+
+    >>> _q(1.0)
+    (1.0, 0.36787944117144233)
+    """
+    t = float(dyadic_scale(scale))
+    return t, (math.exp(-1.0 / t) if t > 0 else 0.0)
+
+
+def discrete_laplace_cdf_tail(scale: float, k: int) -> float:
+    """P(|X| > k) for X ~ discrete_laplace(scale): 2 q^(k+1) / (1 + q), q = exp(-1/t).
+
+    Args:
+        scale: as for ``discrete_laplace`` (rounded up by ``dyadic_scale``).
+        k: the threshold; P(|X| > k) = 1 for k < 0.
+
+    Example:
+        >>> round(discrete_laplace_cdf_tail(1.0, 0), 6)
+        0.537883
+    """
+    t, q = _q(scale)
+    if k < 0:
+        return 1.0
+    if t == 0:
+        return 0.0
+    return 2.0 * math.exp(-(k + 1) / t) / (1.0 + q)
+
+
+def discrete_laplace_bound(scale: float, confidence: float) -> int:
+    """The smallest integer k >= 0 with P(|X| <= k) >= confidence, for error bars.
+
+    P(|X| <= k) is computed as ``1 - discrete_laplace_cdf_tail(scale, k)``; the result is exact
+    for that float: it holds at k and fails at k - 1.
+
+    Args:
+        scale: as for ``discrete_laplace``.
+        confidence: strictly between 0 and 1.
+
+    Raises:
+        ValueError: if confidence is not in (0, 1).
+
+    Example:
+        >>> discrete_laplace_bound(1.0, 0.95)
+        3
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    t, q = _q(scale)
+    if t == 0:
+        return 0
+
+    def holds(k: int) -> bool:
+        return 1.0 - discrete_laplace_cdf_tail(scale, k) >= confidence
+
+    # Closed form from 2 q^(k+1) / (1+q) <= 1 - c, then correct for float rounding. At large
+    # scales many neighbouring k share one float value of P(|X| <= k), so search, don't step.
+    hi = max(0, math.ceil(t * math.log(2.0 / ((1.0 - confidence) * (1.0 + q))) - 1.0))
+    step = 1
+    while not holds(hi):
+        hi, step = hi + step, 2 * step
+    lo, step = hi - 1, 1
+    while lo >= 0 and holds(lo):
+        hi, step = lo, 2 * step
+        lo = hi - step
+    lo = max(lo, -1)  # invariant: holds(hi), and lo == -1 or not holds(lo)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if holds(mid) else (mid, hi)
+    return hi
+
+
+def discrete_laplace_pmf(scale: float, x: np.ndarray) -> np.ndarray:
+    """Exact pmf of discrete_laplace(scale) at integer x: (1-q)/(1+q) * q^|x|, as floats.
+
+    Args:
+        scale: as for ``discrete_laplace``.
+        x: integer array of points.
+
+    Example:
+        >>> discrete_laplace_pmf(0.0, np.array([-1, 0, 1])).tolist()
+        [0.0, 1.0, 0.0]
+    """
+    x = np.abs(np.asarray(x, dtype=np.float64))
+    t, q = _q(scale)
+    if t == 0:
+        return (x == 0).astype(np.float64)
+    # -expm1(-1/t) is 1 - q without cancellation at large scales.
+    return -math.expm1(-1.0 / t) / (1.0 + q) * np.exp(-x / t)

@@ -1,0 +1,73 @@
+"""Parse SQL text into one sqlglot AST, keeping positions for error messages.
+
+>>> parse("SELECT COUNT(*) FROM people").sql()
+'SELECT COUNT(*) FROM people'
+"""
+from __future__ import annotations
+
+import re
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from .errors import SqlSyntaxError, UnsupportedConstruct
+
+DIALECT = "duckdb"
+
+
+def offset_of(sql: str, line: int, col: int) -> int:
+    """0-based character offset of a 1-based (line, col) position; sqlglot's col ends the token."""
+    lines = sql.split("\n")
+    line = max(1, min(line, len(lines)))
+    return sum(len(l) + 1 for l in lines[: line - 1]) + max(0, min(col, len(lines[line - 1])) - 1)
+
+
+def span(node: exp.Expression | None) -> tuple[int | None, int | None]:
+    """Character span (start, end) covering every positioned token of a node's subtree.
+
+    Some nodes (e.g. ``random()``) carry no position: then the nearest positioned ancestor's is used.
+    """
+    while node is not None:
+        starts, ends = [], []
+        for n in node.walk():
+            meta = getattr(n, "meta", None) or {}
+            if "start" in meta:
+                starts.append(meta["start"])
+                ends.append(meta["end"])
+        if starts:
+            return min(starts), max(ends)
+        node = node.parent
+    return None, None
+
+
+def parse(sql: str) -> exp.Expression:
+    """Parse exactly one statement, raising DpsqlError on syntax errors or several statements.
+
+    Parse with errors raised: with ErrorLevel.IGNORE sqlglot silently returns an empty SELECT.
+    """
+    if not isinstance(sql, str) or not sql.strip():
+        raise SqlSyntaxError("DP100", "empty query: expected one SELECT statement")
+    try:
+        statements = sqlglot.parse(sql, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+    except ParseError as e:
+        first = e.errors[0] if e.errors else {}
+        line, col = first.get("line") or 1, first.get("col") or 1
+        desc = first.get("description") or str(e)
+        start = offset_of(sql, line, col)
+        highlight = first.get("highlight") or ""
+        start = max(0, start - len(highlight) + 1) if highlight else start
+        desc = re.sub(r"<Token token_type: [^>]*?text: (.*?), line: .*?>", r"'\1'", desc.split(". Line")[0])
+        raise SqlSyntaxError("DP100", f"syntax error: {desc}", sql=sql,
+                             start=start, end=start + max(len(highlight), 1) - 1) from None
+    except TokenError as e:
+        raise SqlSyntaxError("DP100", f"syntax error: {e}", sql=sql) from None
+    except RecursionError:
+        raise SqlSyntaxError("DP100", "syntax error: query nested too deeply") from None
+    statements = [s for s in statements if s is not None]
+    if len(statements) != 1:
+        node = statements[1] if len(statements) > 1 else None
+        start, end = span(node)
+        raise UnsupportedConstruct("DP101", f"expected exactly one SELECT statement, got {len(statements)}",
+                                   sql=sql, start=start, end=end)
+    return statements[0]

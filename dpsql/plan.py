@@ -1,0 +1,289 @@
+"""The typed, immutable Plan: what each output releases, with what sensitivity, noise and budget.
+
+``build_plan`` turns a validated query into a Plan; ``rewrite`` later fills ``rewritten_sql`` with
+``dataclasses.replace``. Noisy quantities are Measurements (each spends a share of epsilon);
+outputs are keys or post-processing of measurements (free).
+
+>>> from dpsql.policy import load_policy
+>>> from dpsql.parse import parse
+>>> from dpsql.validate import validate
+>>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {"x": {"lower": 0, "upper": 10}}}}})
+>>> sql = "SELECT COUNT(*) AS n, AVG(x) FROM t"
+>>> q = parse(sql); plan = build_plan(q, validate(q, sql, p), epsilon=1.0, delta=0.0)
+>>> [(m.kind, m.epsilon) for m in plan.measurements]
+[('count', 0.3333333333333333), ('sum', 0.3333333333333333), ('count_col', 0.3333333333333333)]
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from . import noise
+from .errors import InternalError, InvalidParameter
+from .policy import TablePolicy
+from .sensitivity import count_sensitivity, granularity, grid_bound, sum_sensitivity
+from .validate import AGGREGATES, Scope, group_keys, name_of
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One noisy quantity: an exact integer aggregate plus discrete Laplace noise on a grid.
+
+    ``sensitivity`` and ``scale`` are in grid steps; multiply by ``granularity`` for output units.
+    """
+    name: str
+    kind: str                     # "count" (COUNT(*)), "count_col" (COUNT(col)), "sum" (SUM(col))
+    column: str | None
+    lower: float | None
+    upper: float | None
+    granularity: float
+    sensitivity: int
+    epsilon: float
+    scale: float                  # the dyadic noise scale actually used, >= sensitivity / epsilon
+    mechanism: str = "discrete Laplace"
+
+    def __post_init__(self):
+        if self.kind not in ("count", "count_col", "sum"):
+            raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug")
+        if not (self.epsilon > 0 and self.sensitivity >= 0 and self.scale * self.epsilon >= self.sensitivity):
+            raise InternalError("DP999", f"measurement {self.name} is under-noised: this is probably a bug")
+
+    @property
+    def error(self) -> float:
+        """Half-width of the interval that holds the noise with probability CONFIDENCE, in output units."""
+        return noise.discrete_laplace_bound(self.scale, CONFIDENCE) * self.granularity
+
+    @property
+    def label(self) -> str:
+        return {"count": "COUNT(*)", "count_col": f"COUNT({self.column})", "sum": f"SUM({self.column})"}[self.kind]
+
+
+@dataclass(frozen=True)
+class Output:
+    """One released column: a group key, or post-processing of measurements."""
+    name: str                     # the name the user sees
+    kind: str                     # "key", "count", "count_col", "sum", "avg"
+    column: str | None
+    measurements: tuple[str, ...] = ()
+    lower: float | None = None    # AVG is clamped back into the column's bounds
+    upper: float | None = None
+    hidden: bool = False          # needed by HAVING/ORDER BY but not selected
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    column: str
+    sql_type: str
+    keys: tuple
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a query releases and spends. ``str(plan)`` is the explain text."""
+    sql: str
+    table: TablePolicy
+    where: exp.Expression | None
+    group_keys: tuple[GroupKey, ...]
+    measurements: tuple[Measurement, ...]
+    outputs: tuple[Output, ...]
+    having: exp.Expression | None      # over output slots o0, o1, ...
+    order: tuple[tuple[str, bool], ...]  # (output slot, descending)
+    limit: int | None
+    offset: int | None
+    epsilon: float
+    delta: float
+    rewritten_sql: str = field(default="", compare=False)
+
+    @property
+    def partitions(self) -> int:
+        return math.prod(len(k.keys) for k in self.group_keys)
+
+    @property
+    def max_groups(self) -> int:
+        return 1 if self.table.row_level else self.table.max_groups_per_unit
+
+    @property
+    def max_rows(self) -> int:
+        return 1 if self.table.row_level else self.table.max_rows_per_unit
+
+    @property
+    def visible_outputs(self) -> tuple[Output, ...]:
+        return tuple(o for o in self.outputs if not o.hidden)
+
+    def slot(self, output: Output) -> str:
+        return f"o{self.outputs.index(output)}"
+
+    def measurement(self, name: str) -> Measurement:
+        return next(m for m in self.measurements if m.name == name)
+
+    def __str__(self) -> str:
+        from .explain import explain_text
+        return explain_text(self)
+
+    explain = __str__
+
+
+def check_budget_parameters(epsilon: float, delta: float) -> tuple[float, float]:
+    """epsilon in (0, inf), delta in [0, 1): anything else is refused before planning (DP401)."""
+    for name, value in (("epsilon", epsilon), ("delta", delta)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InvalidParameter("DP401", f"{name} must be a finite number, got {value!r}")
+    if epsilon <= 0:
+        raise InvalidParameter("DP401", f"epsilon must be > 0, got {epsilon!r}")
+    if not 0 <= delta < 1:
+        raise InvalidParameter("DP401", f"delta must be in [0, 1), got {delta!r}")
+    return float(epsilon), float(delta)
+
+
+def _aggregate_signature(agg: exp.Expression) -> tuple[str, str | None]:
+    if isinstance(agg, exp.Count):
+        return ("count", None) if isinstance(agg.this, exp.Star) else ("count_col", name_of(agg.this))
+    return ("sum" if isinstance(agg, exp.Sum) else "avg", name_of(agg.this))
+
+
+def _default_name(kind: str, column: str | None) -> str:
+    # DuckDB's own default names, so results read as they would from plain DuckDB.
+    return {"count": "count_star()", "count_col": f"count({column})", "sum": f"sum({column})",
+            "avg": f"avg({column})"}[kind]
+
+
+def _needs(kind: str, column: str | None) -> list[tuple[str, str | None]]:
+    return {"count": [("count", None)], "count_col": [("count_col", column)], "sum": [("sum", column)],
+            "avg": [("sum", column), ("count_col", column)]}[kind]
+
+
+class _Outputs:
+    """Collects outputs while planning; HAVING/ORDER BY may add hidden aggregate outputs."""
+
+    def __init__(self, table: TablePolicy):
+        self.table = table
+        self.items: list[Output] = []
+
+    def add(self, output: Output) -> int:
+        self.items.append(output)
+        return len(self.items) - 1
+
+    def aggregate(self, agg: exp.Expression, name: str | None, hidden: bool) -> int:
+        kind, column = _aggregate_signature(agg)
+        if hidden:
+            for i, o in enumerate(self.items):
+                if (o.kind, o.column) == (kind, column):
+                    return i
+        col = self.table.columns.get(column) if column else None
+        return self.add(Output(name=name or _default_name(kind, column), kind=kind, column=column,
+                               lower=col.lower if col else None, upper=col.upper if col else None,
+                               hidden=hidden))
+
+
+def _unique_names(outputs: list[Output]) -> list[Output]:
+    seen: dict[str, int] = {}
+    result = []
+    for o in outputs:
+        name = o.name
+        if not o.hidden and name.lower() in seen:
+            seen[name.lower()] += 1
+            name = f"{o.name}_{seen[o.name.lower()]}"
+        seen.setdefault(name.lower(), 0)
+        result.append(Output(**{**o.__dict__, "name": name}))
+    return result
+
+
+def _measurements(outputs: list[Output], table: TablePolicy, epsilon: float) -> tuple[list[Measurement], list[Output]]:
+    """One measurement per distinct noisy quantity; epsilon split equally (sequential composition)."""
+    needed = list(dict.fromkeys(need for o in outputs if o.kind != "key" for need in _needs(o.kind, o.column)))
+    if not needed:
+        raise InvalidParameter("DP301", "the query releases no aggregate")
+    eps_each = epsilon / len(needed)
+    L, C = (1, 1) if table.row_level else (table.max_groups_per_unit, table.max_rows_per_unit)
+    names = {}
+    measurements = []
+    for i, (kind, column) in enumerate(needed):
+        if kind == "sum":
+            col = table.columns[column]
+            g = granularity(col.lower, col.upper)
+            sens = sum_sensitivity(L, C, grid_bound(col.lower, col.upper, g))
+            lower, upper = col.lower, col.upper
+        else:
+            g, sens, lower, upper = 1.0, count_sensitivity(L, C), None, None
+        scale = float(noise.dyadic_scale(sens / eps_each))
+        names[(kind, column)] = f"m{i}"
+        measurements.append(Measurement(name=f"m{i}", kind=kind, column=column, lower=lower, upper=upper,
+                                        granularity=g, sensitivity=sens, epsilon=eps_each, scale=scale))
+    outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in _needs(o.kind, o.column))})
+               if o.kind != "key" else o for o in outputs]
+    return measurements, outputs
+
+
+def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float) -> Plan:
+    """Plan a validated query: outputs, measurements with sensitivities and noise, post-processing."""
+    epsilon, delta = check_budget_parameters(epsilon, delta)
+    table = scope.table
+    keys = [GroupKey(col.name, col.sql_type, col.keys) for _, col in group_keys(select, scope)]
+    collected = _Outputs(table)
+    by_alias: dict[str, int] = {}
+    for item in select.expressions:
+        node = item.unalias()
+        alias = item.alias if isinstance(item, exp.Alias) else None
+        if isinstance(node, AGGREGATES):
+            index = collected.aggregate(node, alias, hidden=False)
+        else:
+            column = name_of(node)
+            index = collected.add(Output(name=alias or node.name, kind="key", column=column))
+        if alias:
+            by_alias[alias.lower()] = index
+    visible = list(range(len(collected.items)))
+    key_slot = {}
+    for key in keys:
+        found = [i for i in visible if collected.items[i].kind == "key" and collected.items[i].column == key.column]
+        key_slot[key.column] = found[0] if found else collected.add(Output(name=key.column, kind="key",
+                                                                         column=key.column, hidden=True))
+
+    def to_slot(node: exp.Expression) -> exp.Expression:
+        """Rewrite a HAVING/ORDER BY expression over released outputs only."""
+        if isinstance(node, AGGREGATES):
+            return exp.column(f"o{collected.aggregate(node, None, hidden=True)}")
+        if isinstance(node, exp.Column):
+            name = name_of(node)
+            if not node.table and name in by_alias:
+                return exp.column(f"o{by_alias[name]}")
+            return exp.column(f"o{key_slot[name]}")
+        return node
+
+    having = select.args.get("having")
+    having = having.this.copy().transform(to_slot) if having is not None else None
+    order = []
+    order_clause = select.args.get("order")
+    for ordered in (order_clause.expressions if order_clause else []):
+        target = ordered.this
+        if isinstance(target, exp.Literal) and not target.is_string and target.this.isdigit():
+            index = int(target.this)
+            if not 1 <= index <= len(visible):
+                raise scope.refuse("DP307", f"ORDER BY {index}: there is no output column {index}", target)
+            slot = f"o{index - 1}"
+        else:
+            slot_expr = target.copy().transform(to_slot)
+            if not isinstance(slot_expr, exp.Column):
+                raise scope.refuse("DP307", "ORDER BY takes an output, a GROUP BY key or an aggregate", target)
+            slot = slot_expr.name
+        order.append((slot, bool(ordered.args.get("desc"))))
+    if not order_clause:
+        order = [(f"o{key_slot[k.column]}", False) for k in keys]
+
+    outputs = _unique_names(collected.items)
+    measurements, outputs = _measurements(outputs, table, epsilon)
+    where = select.args.get("where")
+    limit, offset = (int(select.args[k].expression.this) if select.args.get(k) else None for k in ("limit", "offset"))
+    return Plan(sql=scope.sql, table=table, where=where.this.copy() if where is not None else None,
+                group_keys=tuple(keys), measurements=tuple(measurements), outputs=tuple(outputs),
+                having=having, order=tuple(order), limit=limit, offset=offset,
+                epsilon=epsilon, delta=0.0)
+
+
+def key_rows(plan: Plan) -> list[tuple]:
+    """Every combination of public keys: the output rows of a GROUP BY, empty groups included."""
+    return list(itertools.product(*(k.keys for k in plan.group_keys)))

@@ -1,0 +1,285 @@
+"""Rewrite a Plan into DuckDB SQL, built as a sqlglot AST (user text enters only as validated nodes).
+
+Shape of the rewritten query (user level; row level skips ``__units``/``__bounded``)::
+
+    __rows     filtered rows of the private table, values clamped and quantised to an integer grid
+    __units    one row per (unit, partition): counts capped at C, sums capped at C rows' worth
+    __bounded  at most L random partitions per unit
+    __agg      exact integer aggregates per partition
+    __noisy    every public key combination LEFT JOIN __agg, noise UDF once per group (MATERIALIZED:
+               each draw is made once even where post-processing reads it twice)
+    __out      post-processing (sums back to real units, AVG = sum / count clamped to bounds)
+    final      HAVING, ORDER BY, LIMIT on released values only
+
+>>> from dpsql.policy import load_policy
+>>> from dpsql.parse import parse
+>>> from dpsql.validate import validate
+>>> from dpsql.plan import build_plan
+>>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {"x": {}}}}})
+>>> q = parse("SELECT COUNT(*) FROM t"); plan = build_plan(q, validate(q, "", p), epsilon=1, delta=0)
+>>> "system.main.noise(" in rewrite(plan, "noise").rewritten_sql
+True
+"""
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+from sqlglot import exp
+
+from .plan import Measurement, Plan
+
+DIALECT = "duckdb"
+
+
+def ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    return exp.Column(this=ident(name), table=ident(table) if table else None)
+
+
+def num(value: float | int) -> exp.Expression:
+    # Literal.number makes a negative number a Neg node itself.
+    return exp.Literal.number(repr(value) if isinstance(value, float) else str(value))
+
+
+def fn(name: str, *args: exp.Expression) -> exp.Expression:
+    # Anonymous keeps DuckDB's own semantics (sqlglot would wrap GREATEST/LEAST in NULL checks).
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def cast(value: exp.Expression, to: str) -> exp.Cast:
+    return exp.Cast(this=value, to=exp.DataType.build(to, dialect=DIALECT))
+
+
+def case_when(cond: exp.Expression, then: exp.Expression, default: exp.Expression) -> exp.Case:
+    return exp.Case(ifs=[exp.If(this=cond, true=then)], default=default)
+
+
+def alias(value: exp.Expression, name: str) -> exp.Alias:
+    return exp.Alias(this=value, alias=ident(name))
+
+
+def quantised(column: str, m: Measurement) -> exp.Expression:
+    """round(clamp(x, lower, upper) / g) as BIGINT; NULL stays NULL, NaN and +-inf clamp to a bound.
+
+    DuckDB's GREATEST ignores NULL, so NULL is kept explicitly: it must not count as a value.
+    """
+    x = cast(col(column), "DOUBLE")
+    clamped = fn("LEAST", fn("GREATEST", x, num(float(m.lower))), num(float(m.upper)))
+    scaled = fn("ROUND", exp.Mul(this=clamped, expression=num(1.0 / m.granularity)))
+    return case_when(exp.Is(this=col(column), expression=exp.Null()), exp.Null(), cast(scaled, "BIGINT"))
+
+
+def key_literal(value, sql_type: str) -> exp.Expression:
+    if isinstance(value, bool):
+        return cast(exp.Literal.string(str(value).lower()), sql_type)
+    text = value.isoformat() if hasattr(value, "isoformat") else str(value)
+    return cast(exp.Literal.string(text), sql_type)
+
+
+def key_filter(plan: Plan) -> list[exp.Expression]:
+    """Rows whose key is not declared public are dropped (so NULL keys too)."""
+    return [exp.In(this=col(k.column), expressions=[key_literal(v, k.sql_type) for v in k.keys])
+            for k in plan.group_keys]
+
+
+def user_where(plan: Plan) -> exp.Expression | None:
+    """The validated WHERE with columns unqualified and quoted (one table, so unambiguous)."""
+    if plan.where is None:
+        return None
+    return plan.where.copy().transform(
+        lambda n: col(n.name.lower()) if isinstance(n, exp.Column) else n)
+
+
+def conjunction(conditions: list[exp.Expression]) -> exp.Expression | None:
+    conditions = [c for c in conditions if c is not None]
+    return exp.and_(*[exp.Paren(this=c) for c in conditions]) if conditions else None
+
+
+def select(*projections: exp.Expression, source: str | exp.Expression, where=None, group=()) -> exp.Select:
+    query = exp.select(*projections).from_(exp.Table(this=ident(source)) if isinstance(source, str) else source)
+    if where is not None:
+        query = query.where(where)
+    if group:
+        query = query.group_by(*group)
+    return query
+
+
+def key_names(plan: Plan) -> list[str]:
+    return [f"k{i}" for i in range(len(plan.group_keys))]
+
+
+def value_column(m: Measurement) -> str:
+    return f"v_{m.name}"
+
+
+def rows_cte(plan: Plan) -> exp.Select:
+    """__rows: the private table filtered, keys renamed k0.., values clamped and quantised."""
+    projections = [alias(col(k.column), name) for k, name in zip(plan.group_keys, key_names(plan))]
+    if not plan.table.row_level:
+        projections.insert(0, alias(col(plan.table.privacy_unit), "__unit"))
+    for m in plan.measurements:
+        if m.kind == "sum":
+            projections.append(alias(quantised(m.column, m), value_column(m)))
+        elif m.kind == "count_col":
+            projections.append(alias(col(m.column), value_column(m)))
+    if not projections:
+        projections.append(alias(num(1), "__one"))
+    conditions = [user_where(plan), *key_filter(plan)]
+    if not plan.table.row_level:
+        conditions.append(exp.Not(this=exp.Is(this=col(plan.table.privacy_unit), expression=exp.Null())))
+    return select(*projections, source=plan.table.name, where=conjunction(conditions))
+
+
+def exact_aggregate(m: Measurement) -> exp.Expression:
+    """The per-partition aggregate over __rows (row level)."""
+    if m.kind == "count":
+        return exp.Count(this=exp.Star())
+    if m.kind == "count_col":
+        return exp.Count(this=col(value_column(m)))
+    return exp.Sum(this=col(value_column(m)))
+
+
+def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
+    """A unit's sum in one partition, worth at most C of its rows: sum * C // n when it has n > C values.
+
+    That is the expected sum of C of its values drawn at random, with no randomness: |result| <= C*B.
+    Integer division truncates toward zero, so the bound holds exactly.
+    """
+    v = col(value_column(m))
+    n = exp.Count(this=v)
+    total = exp.Sum(this=v)
+    scaled = exp.IntDiv(this=exp.Mul(this=cast(total, "HUGEINT"), expression=num(C)), expression=n)
+    return case_when(exp.GT(this=n.copy(), expression=num(C)), scaled, total.copy())
+
+
+def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
+    """A unit's contribution to one partition (user level): counts capped at C, sums via bounded_unit_sum."""
+    if m.kind == "count":
+        return fn("LEAST", exp.Count(this=exp.Star()), num(C))
+    if m.kind == "count_col":
+        return fn("LEAST", exp.Count(this=col(value_column(m))), num(C))
+    return bounded_unit_sum(m, C)
+
+
+def needs_partition_sampling(plan: Plan) -> bool:
+    """A unit can only exceed L partitions when there are more than L of them."""
+    return plan.partitions > plan.max_groups
+
+
+def user_level_ctes(plan: Plan) -> list[tuple[str, exp.Select]]:
+    """__units and __bounded: contribution bounding per unit, C within and L across partitions."""
+    keys = [col(k) for k in key_names(plan)]
+    C, L = plan.max_rows, plan.max_groups
+    projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in plan.measurements]
+    sampling = needs_partition_sampling(plan)
+    if sampling:
+        # Materialise the random key first: DuckDB refuses volatile expressions in a window's ORDER BY.
+        projections.append(alias(fn("RANDOM"), "__r"))
+    units = select(*projections, source="__rows", group=[col("__unit"), *[k.copy() for k in keys]])
+    ctes = [("__units", units)]
+    if sampling:
+        rank = exp.Window(this=exp.RowNumber(), partition_by=[col("__unit")],
+                          order=exp.Order(expressions=[exp.Ordered(this=col("__r"))]))
+        bounded = exp.select(exp.Star()).from_("__units").qualify(exp.LTE(this=rank, expression=num(L)))
+        ctes.append(("__bounded", bounded))
+    return ctes
+
+
+def agg_cte(plan: Plan, source: str) -> exp.Select:
+    keys = [col(k) for k in key_names(plan)]
+    if plan.table.row_level:
+        values = [alias(exact_aggregate(m), value_column(m)) for m in plan.measurements]
+    else:
+        values = [alias(exp.Sum(this=col(value_column(m))), value_column(m)) for m in plan.measurements]
+    return select(*keys, *values, source=source, group=[k.copy() for k in keys])
+
+
+def keys_source(plan: Plan) -> exp.Expression:
+    """Every public key combination, as a cross product of UNNESTed key lists."""
+    parts = []
+    for k, name in zip(plan.group_keys, key_names(plan)):
+        values = exp.Array(expressions=[key_literal(v, k.sql_type) for v in k.keys])
+        parts.append(exp.Subquery(this=exp.select(alias(exp.Unnest(expressions=[values]), name)),
+                                  alias=exp.TableAlias(this=ident(f"__keys_{name}"))))
+    source = parts[0]
+    query = exp.select(*[col(n) for n in key_names(plan)]).from_(source)
+    for part in parts[1:]:
+        query = query.join(part, join_type="CROSS")
+    return query
+
+
+def noise_call(m: Measurement, value: exp.Expression, function: str) -> exp.Expression:
+    """system.main.<function>(exact BIGINT, n, k): adds discrete Laplace with scale n / 2**k grid steps.
+
+    Called fully qualified: a TEMP MACRO of the same bare name would otherwise shadow it.
+    """
+    scale = Fraction(m.scale)
+    k = scale.denominator.bit_length() - 1
+    call = exp.Anonymous(this=function, expressions=[cast(value, "BIGINT"), num(scale.numerator), num(k)])
+    qualifier = exp.Dot(this=exp.to_identifier("system"), expression=exp.to_identifier("main"))
+    return exp.Dot(this=qualifier, expression=call)
+
+
+def noisy_cte(plan: Plan, function: str) -> exp.Select:
+    names = key_names(plan)
+    values = [alias(noise_call(m, fn("COALESCE", col(value_column(m), "__agg"), num(0)), function), m.name)
+              for m in plan.measurements]
+    if not plan.group_keys:
+        return exp.select(*values).from_("__agg")
+    on = exp.and_(*[exp.EQ(this=col(n, "__keys"), expression=col(n, "__agg")) for n in names])
+    source = exp.Subquery(this=keys_source(plan), alias=exp.TableAlias(this=ident("__keys")))
+    query = exp.select(*[col(n, "__keys") for n in names], *values).from_(source)
+    return query.join(exp.Table(this=ident("__agg")), on=on, join_type="LEFT")
+
+
+def output_value(plan: Plan, index: int) -> exp.Expression:
+    """Post-processing of released measurements into one output column."""
+    o = plan.outputs[index]
+    if o.kind == "key":
+        return col(f"k{[k.column for k in plan.group_keys].index(o.column)}")
+    ms = [plan.measurement(n) for n in o.measurements]
+    if o.kind in ("count", "count_col"):
+        return col(ms[0].name)
+    total = exp.Mul(this=cast(col(ms[0].name), "DOUBLE"), expression=num(ms[0].granularity))
+    if o.kind == "sum":
+        return total
+    # AVG = noisy sum / noisy count, never dividing by <= 0, clamped back into the bounds.
+    mean = exp.Div(this=total, expression=fn("GREATEST", col(ms[1].name), num(1)))
+    return fn("LEAST", fn("GREATEST", mean, num(float(o.lower))), num(float(o.upper)))
+
+
+def final_select(plan: Plan) -> exp.Select:
+    slots = [plan.slot(o) for o in plan.outputs]
+    query = exp.select(*[alias(col(plan.slot(o)), o.name) for o in plan.visible_outputs]).from_("__out")
+    if plan.having is not None:
+        query = query.where(plan.having.copy().transform(
+            lambda n: col(n.name) if isinstance(n, exp.Column) and n.name in slots else n))
+    if plan.order:
+        query = query.order_by(*[exp.Ordered(this=col(slot), desc=desc, nulls_first=False)
+                                 for slot, desc in plan.order])
+    if plan.limit is not None:
+        query = query.limit(plan.limit)
+    if plan.offset is not None:
+        query = query.offset(plan.offset)
+    return query
+
+
+def rewrite(plan: Plan, noise_function: str) -> Plan:
+    """Return the plan with ``rewritten_sql`` set: the whole DP query as one DuckDB SELECT."""
+    ctes: list[tuple[str, exp.Select]] = [("__rows", rows_cte(plan))]
+    source = "__rows"
+    if not plan.table.row_level:
+        ctes += user_level_ctes(plan)
+        source = ctes[-1][0]
+    ctes.append(("__agg", agg_cte(plan, source)))
+    ctes.append(("__noisy", noisy_cte(plan, noise_function)))
+    out = exp.select(*[alias(output_value(plan, i), plan.slot(o)) for i, o in enumerate(plan.outputs)]).from_("__noisy")
+    ctes.append(("__out", out))
+    query = final_select(plan)
+    for name, cte in ctes:
+        query = query.with_(ident(name), as_=cte, materialized=True if name == "__noisy" else None)
+    return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, pretty=True))

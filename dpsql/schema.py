@@ -1,0 +1,80 @@
+"""Check the policy against the real DuckDB schema and record each column's SQL type.
+
+>>> import duckdb
+>>> con = duckdb.connect(); _ = con.execute("CREATE TABLE t (x INTEGER)")
+>>> from dpsql.policy import load_policy
+>>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {"x": {"lower": 0, "upper": 9}}}}})
+>>> bind_schema(p, con).tables["t"].columns["x"].sql_type
+'INTEGER'
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import duckdb
+
+from .errors import PolicyError
+from .policy import Policy, TablePolicy
+
+NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                 "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL")
+STRING_TYPES = ("VARCHAR",)
+
+
+def is_numeric(sql_type: str) -> bool:
+    return sql_type.split("(")[0] in NUMERIC_TYPES
+
+
+def is_string(sql_type: str) -> bool:
+    return sql_type.split("(")[0] in STRING_TYPES
+
+
+def _fail(message: str) -> PolicyError:
+    return PolicyError("DP502", f"policy does not match the database: {message}")
+
+
+def table_schema(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+    """Column name (lower-cased) -> DuckDB type of a table in the main schema."""
+    rows = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() "
+        "WHERE schema_name = current_schema() AND database_name = current_database() AND lower(table_name) = ?",
+        [table]).fetchall()
+    return {name.lower(): dtype for name, dtype in rows}
+
+
+def _bind_table(table: TablePolicy, con) -> TablePolicy:
+    schema = table_schema(con, table.name)
+    if not schema:
+        raise _fail(f"table {table.name!r} (tables.{table.name}) does not exist")
+    columns = {}
+    for name, col in table.columns.items():
+        path = f"tables.{table.name}.columns.{name}"
+        if name not in schema:
+            raise _fail(f"{path}: column {name!r} does not exist in table {table.name!r}")
+        sql_type = schema[name]
+        if col.bounded and not is_numeric(sql_type):
+            raise _fail(f"{path}: bounds need a numeric column, but {name!r} is {sql_type}")
+        keys = col.keys
+        if keys is not None:
+            try:
+                keys = tuple(con.execute(f"SELECT CAST(k AS {sql_type}) FROM (SELECT UNNEST(?) AS k)",
+                                         [list(map(str, keys))]).fetchall())
+                keys = tuple(k[0] for k in keys)
+            except duckdb.Error:
+                raise _fail(f"{path}.keys: keys {list(col.keys)!r} do not all convert to {sql_type}") from None
+            if len(set(keys)) != len(keys):
+                raise _fail(f"{path}.keys: keys collide after conversion to {sql_type}")
+        columns[name] = dataclasses.replace(col, sql_type=sql_type, keys=keys)
+    if not table.row_level and table.privacy_unit not in schema:
+        raise _fail(f"tables.{table.name}.privacy_unit: column {table.privacy_unit!r} does not exist")
+    return dataclasses.replace(table, columns=columns)
+
+
+def bind_schema(policy: Policy, con: duckdb.DuckDBPyConnection) -> Policy:
+    """Return the policy with SQL types filled in and keys converted to the column types.
+
+    Raises:
+        PolicyError (DP502): a table or column is missing, bounds on a non-numeric column, bad keys.
+    """
+    tables = {name: _bind_table(t, con) for name, t in policy.tables.items()}
+    return dataclasses.replace(policy, tables=tables)

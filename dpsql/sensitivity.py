@@ -1,0 +1,49 @@
+"""Sensitivities, derived in one place: how far one privacy unit can move each bounded quantity.
+
+Neighbouring databases differ by one privacy unit (a row, or every row of one person), added or
+removed. Contribution bounding in the rewrite guarantees that a unit reaches at most L partitions
+and, within each, adds at most C to a count and at most C*B to a quantised sum, where B bounds one
+clamped, quantised value. Sums are computed exactly on an integer grid of step ``g`` (a power of
+two), so these bounds hold for the numbers DuckDB actually adds up, not only for real numbers.
+
+>>> g = granularity(0.0, 120.0); g, grid_bound(0.0, 120.0, g)
+(6.103515625e-05, 1966080)
+>>> count_sensitivity(max_groups=2, max_rows=3)
+6
+"""
+from __future__ import annotations
+
+import math
+
+# Values are quantised to about 2**-GRID_BITS of the bound's magnitude: far below the noise, and it
+# keeps every quantised value < 2**(GRID_BITS + 1), so sums of up to 2**41 rows fit in BIGINT.
+GRID_BITS = 20
+
+
+def granularity(lower: float, upper: float) -> float:
+    """The power-of-two grid step for values clamped to [lower, upper].
+
+    >>> granularity(0, 1), granularity(-3, 2)
+    (9.5367431640625e-07, 1.9073486328125e-06)
+    """
+    magnitude = max(abs(lower), abs(upper))
+    if magnitude == 0:
+        return 1.0
+    # Never below the smallest normal double, so the step and its inverse stay exact and finite.
+    return 2.0 ** max(math.floor(math.log2(magnitude)) - GRID_BITS, -1022)
+
+
+def grid_bound(lower: float, upper: float, g: float) -> int:
+    """B: the largest |round(v / g)| over v in [lower, upper] (ceil covers any rounding mode)."""
+    return int(math.ceil(max(abs(lower), abs(upper)) / g))
+
+
+def count_sensitivity(max_groups: int, max_rows: int) -> int:
+    """COUNT(*) and COUNT(col): one unit adds <= C rows to each of <= L partitions. Row level: L = C = 1."""
+    return max_groups * max_rows
+
+
+def sum_sensitivity(max_groups: int, max_rows: int, bound: int) -> int:
+    """SUM on the grid: one unit adds, per partition, a value in [-C*B, C*B] (per-unit sums are
+    clamped to C rows' worth, see rewrite.bounded_unit_sum), to <= L partitions: L*C*B grid steps."""
+    return max_groups * max_rows * bound

@@ -1,0 +1,318 @@
+"""Validation: an allowlist of what a dpsql query may contain, one rule per function.
+
+Every rule is ``rule(select, scope) -> None`` and raises a DpsqlError with a stable code and the
+offending node's position. ``VALIDATION_RULES`` lists them in the order they run; anything no rule
+knows is refused, so the dialect only grows by adding to an allowlist.
+
+>>> from dpsql.policy import load_policy
+>>> from dpsql.parse import parse
+>>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {"x": {}}}}})
+>>> validate(parse("SELECT COUNT(*) FROM t"), "SELECT COUNT(*) FROM t", p).table.name
+'t'
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from .errors import PrivacyViolation, UnsupportedConstruct
+from .parse import span
+from .policy import ColumnPolicy, Policy, TablePolicy
+from .schema import is_numeric, is_string
+
+AGGREGATES = (exp.Count, exp.Sum, exp.Avg)
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+# Every node type a query may contain; anything else is refused (DP102/DP103/DP204/DP303).
+ALLOWED_NODES = (
+    exp.Select, exp.From, exp.Table, exp.TableAlias, exp.Identifier, exp.Column, exp.Star,
+    exp.Where, exp.Group, exp.Having, exp.Order, exp.Ordered, exp.Limit, exp.Offset, exp.Alias,
+    exp.And, exp.Or, exp.Not, exp.Paren, exp.In, exp.Between, exp.Is, exp.Null, exp.Literal,
+    exp.Boolean, exp.Neg, exp.Distinct, *COMPARISONS, *AGGREGATES,
+)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a rule needs to know: the SQL text (for positions), the policy, and the queried table."""
+    sql: str
+    policy: Policy
+    table: TablePolicy | None = None
+    alias: str | None = None
+
+    def refuse(self, code: str, message: str, node: exp.Expression | None, hint: str = "",
+               cls=UnsupportedConstruct):
+        start, end = span(node)
+        return cls(code, message, hint=hint, sql=self.sql, start=start, end=end)
+
+
+def name_of(node: exp.Expression) -> str:
+    """Lower-cased name of a column or table (DuckDB names are case-insensitive, quoted or not)."""
+    return node.name.lower()
+
+
+def output_aliases(select: exp.Select) -> set[str]:
+    return {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
+
+
+def columns_in(node: exp.Expression):
+    return [c for c in node.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
+
+
+def single_select(select: exp.Expression, scope: Scope) -> None:
+    """The one statement is a plain SELECT (DP101): no DDL/DML, PRAGMA, SET, set operations."""
+    if not isinstance(select, exp.Select):
+        kind = type(select).__name__.upper()
+        raise scope.refuse("DP101", f"only SELECT queries are allowed, not {kind}", select)
+    if select.args.get("distinct"):
+        raise scope.refuse("DP102", "SELECT DISTINCT is not supported", select.args["distinct"])
+
+
+def allowed_nodes(select: exp.Select, scope: Scope) -> None:
+    """Every node is on the allowlist (DP102 construct, DP103 function, DP204 join, DP303 aggregate)."""
+    for node in select.walk():
+        if isinstance(node, ALLOWED_NODES):
+            continue
+        name = type(node).__name__
+        if isinstance(node, exp.Join):
+            raise scope.refuse("DP204", "joins are not supported yet: query one private table", node)
+        if isinstance(node, (exp.Subquery, exp.With, exp.CTE, exp.Union, exp.Except, exp.Intersect)):
+            raise scope.refuse("DP102", "subqueries, CTEs and set operations are not supported yet", node)
+        if isinstance(node, exp.AggFunc):
+            fname = node.sql_name() if hasattr(node, "sql_name") else name
+            raise scope.refuse("DP303", f"aggregate {fname} is not supported", node,
+                               hint="supported aggregates: COUNT(*), COUNT(col), SUM(col), AVG(col)")
+        if isinstance(node, exp.Func):
+            fname = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
+            raise scope.refuse("DP103", f"function {fname.upper()} is not allowed", node)
+        raise scope.refuse("DP102", f"{name} is not supported in the dpsql dialect", node)
+
+
+def one_private_table(select: exp.Select, scope: Scope) -> None:
+    """FROM names exactly one table of the policy, unqualified (DP201)."""
+    source = select.args.get("from_")
+    if source is None:
+        raise scope.refuse("DP201", "a query must read one private table: FROM is missing", select)
+    table = source.this
+    if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+        raise scope.refuse("DP201", "FROM must name a table of the policy", table)
+    if table.args.get("db") or table.args.get("catalog"):
+        raise scope.refuse("DP201", f"qualified table names are not allowed: {table.sql()}", table)
+    if name_of(table) not in scope.policy.tables:
+        known = ", ".join(sorted(scope.policy.tables))
+        raise scope.refuse("DP201", f"table {table.name!r} is not a table of the policy", table,
+                           hint=f"tables you may query: {known}")
+
+
+def known_columns(select: exp.Select, scope: Scope) -> None:
+    """Every column is declared in the policy and qualified, if at all, by the table or its alias (DP202)."""
+    aliases = output_aliases(select)
+    qualifiers = {scope.alias or scope.table.name}
+    for col in columns_in(select):
+        if col.args.get("db") or col.args.get("catalog"):
+            raise scope.refuse("DP202", f"qualified column names are not allowed: {col.sql()}", col)
+        if col.table and col.table.lower() not in qualifiers:
+            raise scope.refuse("DP202", f"unknown table or alias {col.table!r} in {col.sql()}", col)
+        name = name_of(col)
+        in_post = col.find_ancestor(exp.Having, exp.Order) is not None
+        if in_post and not col.table and name in aliases:
+            continue
+        if name not in scope.table.columns:
+            raise scope.refuse("DP202", f"unknown column {col.name!r} in table {scope.table.name!r}", col,
+                               hint="only columns declared in the policy may be used")
+
+
+def no_identifiers(select: exp.Select, scope: Scope) -> None:
+    """No identifier column (nor the privacy unit) appears anywhere in the query (DP203)."""
+    aliases = output_aliases(select)
+    for col in columns_in(select):
+        name = name_of(col)
+        if col.find_ancestor(exp.Having, exp.Order) is not None and not col.table and name in aliases:
+            continue
+        if scope.table.is_identifier(name):
+            raise scope.refuse("DP203", f"column {col.name!r} identifies a person and cannot be used", col,
+                               cls=PrivacyViolation)
+
+
+def star_only_in_count(select: exp.Select, scope: Scope) -> None:
+    """``*`` appears only as COUNT(*): SELECT * would release raw rows (DP301)."""
+    for star in select.find_all(exp.Star):
+        parent = star.parent
+        if isinstance(parent, exp.Column):
+            parent = parent.parent
+        if not isinstance(parent, exp.Count):
+            raise scope.refuse("DP301", "SELECT * would release raw rows; select aggregates", star,
+                               cls=PrivacyViolation)
+
+
+def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
+    """Aggregates take one declared column (bounded for SUM/AVG), are not nested and not in WHERE/GROUP BY."""
+    for agg in select.find_all(*AGGREGATES):
+        fname = agg.sql_name()
+        if agg.find_ancestor(exp.Where, exp.Group) is not None:
+            raise scope.refuse("DP305", f"aggregate {fname} is not allowed in WHERE or GROUP BY", agg)
+        inner = next((n for n in agg.this.find_all(*AGGREGATES)), None) if agg.this else None
+        if inner is not None:
+            raise scope.refuse("DP305", f"nested aggregate {inner.sql_name()} inside {fname}", inner)
+        arg = agg.this
+        if isinstance(arg, exp.Distinct):
+            raise scope.refuse("DP303", f"{fname}(DISTINCT ...) is not supported yet", agg)
+        if isinstance(agg, exp.Count) and isinstance(arg, exp.Star):
+            continue
+        if not isinstance(arg, exp.Column) or agg.args.get("expressions"):
+            raise scope.refuse("DP302", f"{fname} takes one column of the table", agg)
+        col = scope.table.columns[name_of(arg)]
+        if isinstance(agg, (exp.Sum, exp.Avg)) and not col.bounded:
+            raise scope.refuse("DP302", f"{fname}({arg.name}): column {arg.name!r} has no bounds in the policy",
+                               agg, hint=f"declare lower and upper for {arg.name!r} in the policy")
+
+
+def group_keys(select: exp.Select, scope: Scope) -> list[tuple[exp.Expression, ColumnPolicy]]:
+    """The GROUP BY columns with their policies; ordinals resolve to SELECT expressions."""
+    group = select.args.get("group")
+    if group is None:
+        return []
+    keys = []
+    for item in group.expressions:
+        node = item
+        if isinstance(item, exp.Literal) and not item.is_string and item.this.isdigit():
+            index = int(item.this)
+            if not 1 <= index <= len(select.expressions):
+                raise scope.refuse("DP102", f"GROUP BY {index}: there is no output column {index}", item)
+            node = select.expressions[index - 1].unalias()
+        if not isinstance(node, exp.Column):
+            raise scope.refuse("DP304", "GROUP BY takes columns with public keys", item)
+        keys.append((item, scope.table.columns[name_of(node)]))
+    return keys
+
+
+def group_keys_public(select: exp.Select, scope: Scope) -> None:
+    """GROUP BY only columns whose keys the policy declares public (DP304)."""
+    seen = set()
+    for item, col in group_keys(select, scope):
+        if col.keys is None:
+            raise scope.refuse(
+                "DP304", f"GROUP BY {col.name}: keys are not public, so the groups themselves could reveal a person",
+                item, hint=f"declare `keys` for {col.name!r} in the policy (partition selection with delta > 0 "
+                           "comes in a later version)", cls=PrivacyViolation)
+        if col.name in seen:
+            raise scope.refuse("DP304", f"GROUP BY {col.name} appears twice", item)
+        seen.add(col.name)
+
+
+def outputs_are_aggregates_or_keys(select: exp.Select, scope: Scope) -> None:
+    """Each output is an aggregate or a GROUP BY key, optionally aliased: no raw values (DP301)."""
+    keys = {col.name for _, col in group_keys(select, scope)}
+    for item in select.expressions:
+        node = item.unalias()
+        if isinstance(node, AGGREGATES):
+            continue
+        if isinstance(node, exp.Column) and name_of(node) in keys:
+            continue
+        if isinstance(node, exp.Column):
+            raise scope.refuse("DP301", f"column {node.name!r} is neither aggregated nor a GROUP BY key", node,
+                               hint="wrap it in an aggregate or add it to GROUP BY (with public keys)",
+                               cls=PrivacyViolation)
+        raise scope.refuse("DP301", "each output must be an aggregate or a GROUP BY key", node)
+
+
+def _literal_kind(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Neg):
+        node = node.this
+        return "number" if isinstance(node, exp.Literal) and not node.is_string else "other"
+    if isinstance(node, exp.Literal):
+        return "string" if node.is_string else "number"
+    if isinstance(node, exp.Boolean):
+        return "boolean"
+    if isinstance(node, exp.Null):
+        return "null"
+    return None
+
+
+def _column_kind(col: ColumnPolicy) -> str:
+    if is_numeric(col.sql_type):
+        return "number"
+    if is_string(col.sql_type):
+        return "string"
+    if col.sql_type == "BOOLEAN":
+        return "boolean"
+    return "string"  # dates, times: a string literal is cast once, independent of the data
+
+
+def predicates_type_safe(select: exp.Select, scope: Scope) -> None:
+    """WHERE compares columns with literals or columns of the same kind, so no row can make it fail (DP306).
+
+    A mismatch such as ``varchar_col = 5`` makes DuckDB cast the column, and whether that raises would
+    depend on the data: an error would then reveal a row.
+    """
+    where = select.args.get("where")
+    if where is None:
+        return
+    for pred in where.find_all(*COMPARISONS, exp.In, exp.Between):
+        operands = [pred.this] + [pred.args[k] for k in ("expression", "low", "high") if pred.args.get(k)]
+        operands += list(pred.args.get("expressions") or [])
+        kinds = []
+        for op in operands:
+            if isinstance(op, exp.Paren):
+                op = op.unnest()
+            if isinstance(op, exp.Column):
+                kinds.append((_column_kind(scope.table.columns[name_of(op)]), op))
+            elif _literal_kind(op) in ("number", "string", "boolean", "null"):
+                kinds.append((_literal_kind(op), op))
+            else:
+                raise scope.refuse("DP306", "WHERE compares columns and literals only", op)
+        real = {k for k, _ in kinds if k != "null"}
+        if len(real) > 1:
+            raise scope.refuse("DP306", f"type mismatch in {pred.sql()}: compares {' and '.join(sorted(real))}",
+                               pred, hint="compare a column with a literal of its own type")
+    for node in where.walk():
+        if isinstance(node, exp.Column) and isinstance(node.parent, (exp.And, exp.Or, exp.Not, exp.Where, exp.Paren)):
+            if _column_kind(scope.table.columns[name_of(node)]) != "boolean":
+                raise scope.refuse("DP306", f"column {node.name!r} is not a boolean condition", node)
+
+
+def post_clauses(select: exp.Select, scope: Scope) -> None:
+    """HAVING, ORDER BY, LIMIT and OFFSET act on released values only; LIMIT/OFFSET are literals (DP307)."""
+    for key in ("limit", "offset"):
+        clause = select.args.get(key)
+        if clause is not None:
+            value = clause.expression
+            if not (isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()):
+                raise scope.refuse("DP307", f"{key.upper()} takes a whole-number literal", clause)
+    keys = {col.name for _, col in group_keys(select, scope)}
+    aliases = output_aliases(select)
+    for clause in (select.args.get("having"), select.args.get("order")):
+        if clause is None:
+            continue
+        for col in columns_in(clause):
+            name = name_of(col)
+            if col.find_ancestor(*AGGREGATES) is None and name not in keys and name not in aliases:
+                raise scope.refuse("DP301", f"column {col.name!r} in {type(clause).__name__.upper()} "
+                                   "is neither aggregated, a GROUP BY key nor an output", col, cls=PrivacyViolation)
+
+
+VALIDATION_RULES = (
+    single_select,
+    allowed_nodes,
+    one_private_table,
+    known_columns,
+    no_identifiers,
+    star_only_in_count,
+    aggregate_arguments,
+    group_keys_public,
+    outputs_are_aggregates_or_keys,
+    predicates_type_safe,
+    post_clauses,
+)
+
+
+def validate(select: exp.Expression, sql: str, policy: Policy) -> Scope:
+    """Run every rule in order; return the scope (the resolved private table) of an accepted query."""
+    scope = Scope(sql=sql, policy=policy)
+    for rule in VALIDATION_RULES:
+        rule(select, scope)
+        if rule is one_private_table:
+            table = select.args["from_"].this
+            alias = table.alias.lower() if table.alias else None
+            scope = Scope(sql=sql, policy=policy, table=policy.tables[name_of(table)], alias=alias)
+    return scope

@@ -1,0 +1,333 @@
+"""End-to-end tests of the ``dpsql`` command line (design.md: CLI, exit codes, output formats)."""
+from __future__ import annotations
+
+import csv
+import decimal
+import io
+import json
+
+import duckdb
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+import dpsql
+from dpsql import cli
+from dpsql.errors import DpsqlError, PrivacyViolation
+
+POLICY = {
+    "version": 1,
+    "budget": {"epsilon": 10.0, "delta": 1.0e-6},
+    "default_epsilon": 1.0,
+    "tables": {
+        "people": {
+            "privacy_unit": "person_id",
+            "max_groups_per_unit": 1,
+            "max_rows_per_unit": 1,
+            "columns": {
+                "person_id": {"identifier": True},
+                "ssn": {"identifier": True},
+                "age": {"type": "int", "lower": 0, "upper": 100},
+                "income": {"type": "float", "lower": 0, "upper": 100000},
+                "sex": {"keys": ["F", "M"]},
+                "zip": {},
+            },
+        },
+    },
+}
+
+COUNT_BY_SEX = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A small DuckDB file and its policy, as the CLI's --db and --policy arguments."""
+    db_path = tmp_path / "people.duckdb"
+    con = duckdb.connect(str(db_path))
+    con.execute("""
+        CREATE TABLE people AS
+        SELECT i AS person_id,
+               printf('%03d-%02d-%04d', i % 997, i % 89, i) AS ssn,
+               (i * 7) % 90 AS age,
+               CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END AS sex,
+               CAST((i * 1013) % 120000 AS DOUBLE) AS income,
+               printf('%05d', 10000 + i % 13) AS zip
+        FROM range(1, 501) t(i)
+    """)
+    con.close()
+    policy_path = tmp_path / "policy.yaml"
+    policy_path.write_text(yaml.safe_dump(POLICY))
+    return ["--db", str(db_path), "--policy", str(policy_path)]
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def invoke(runner, *args, input=None):
+    return runner.invoke(cli.main, list(args), input=input, catch_exceptions=False)
+
+
+# --- query: answers and formats ------------------------------------------------------------------
+
+def test_query_table(runner, files):
+    result = invoke(runner, "query", COUNT_BY_SEX, *files, "--epsilon", "0.5")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["sex", "n"]
+    assert set(lines[1]) == {"-", " "}
+    assert sorted(line.split()[0] for line in lines[2:4]) == ["F", "M"]
+    assert lines[-1] == "(2 rows)"
+
+
+def test_query_csv(runner, files):
+    result = invoke(runner, "query", COUNT_BY_SEX, *files, "--format", "csv")
+    assert result.exit_code == 0, result.stderr
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert rows[0] == ["sex", "n"]
+    assert sorted(r[0] for r in rows[1:]) == ["F", "M"]
+    for row in rows[1:]:
+        float(row[1])
+
+
+def test_query_json_is_one_array_of_objects_keyed_by_column(runner, files):
+    result = invoke(runner, "query", "SELECT sex, COUNT(*) AS n, AVG(income) AS avg_income "
+                    "FROM people GROUP BY sex", *files, "--format", "json", "--epsilon", "1")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert isinstance(data, list) and len(data) == 2
+    for row in data:
+        assert set(row) == {"sex", "n", "avg_income"}
+        assert isinstance(row["n"], (int, float)) and not isinstance(row["n"], bool)
+        assert isinstance(row["avg_income"], (int, float))
+    assert sorted(row["sex"] for row in data) == ["F", "M"]
+
+
+def test_query_reads_sql_from_stdin(runner, files):
+    result = invoke(runner, "query", "-", *files, "--format", "json",
+                    input="SELECT COUNT(*) AS n\nFROM people\n")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert len(data) == 1 and list(data[0]) == ["n"]
+
+
+def test_explain_prints_the_plan_and_rewritten_sql(runner, files):
+    result = invoke(runner, "explain", COUNT_BY_SEX, *files, "--epsilon", "0.5")
+    assert result.exit_code == 0, result.stderr
+    assert "rewritten" in result.stdout.lower()
+    assert "SELECT" in result.stdout.upper()
+
+
+def test_explain_reads_stdin(runner, files):
+    result = invoke(runner, "explain", "-", *files, input=COUNT_BY_SEX)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip()
+
+
+# --- refusals: exit 2, the formatted error on stderr, nothing on stdout --------------------------
+
+@pytest.mark.parametrize("sql", [
+    "SELECT ssn FROM people",
+    "SELECT COUNT(*) AS n FROM people WHERE ssn = '001-01-0001'",
+    "SELECT zip, COUNT(*) AS n FROM people GROUP BY zip",
+    "SELECT COUNT(*) FROM read_csv('/etc/passwd')",
+])
+@pytest.mark.parametrize("command", ["query", "explain"])
+def test_refusal_exits_2_with_error_on_stderr_and_empty_stdout(runner, files, command, sql):
+    result = invoke(runner, command, sql, *files)
+    assert result.exit_code == 2
+    assert "error[DP" in result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+
+
+def test_query_over_budget_with_ledger_is_refused(runner, files, tmp_path):
+    ledger = str(tmp_path / "budget.sqlite")
+    first = invoke(runner, "query", COUNT_BY_SEX, *files, "--epsilon", "6", "--ledger", ledger)
+    if first.exit_code == 2 and "persistent ledgers are not available yet" in first.stderr:
+        pytest.xfail("the core has no persistent ledger yet (connect raises DP401 for a path)")
+    assert first.exit_code == 0, first.stderr
+    second = invoke(runner, "query", COUNT_BY_SEX, *files, "--epsilon", "6", "--ledger", ledger)
+    assert second.exit_code == 2
+    assert "error[DP402]" in second.stderr
+    assert second.stdout == ""
+
+
+def test_invalid_epsilon_is_refused(runner, files):
+    result = invoke(runner, "query", COUNT_BY_SEX, *files, "--epsilon", "-1")
+    assert result.exit_code == 2
+    assert "error[DP" in result.stderr and result.stdout == ""
+
+
+def test_policy_that_does_not_match_the_database_is_refused(runner, files, tmp_path):
+    bad = yaml.safe_load(yaml.safe_dump(POLICY))
+    bad["tables"]["people"]["columns"]["no_such_column"] = {}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    result = invoke(runner, "query", COUNT_BY_SEX, files[0], files[1], "--policy", str(path))
+    assert result.exit_code == 2
+    assert "error[DP5" in result.stderr and result.stdout == ""
+
+
+def test_unparseable_policy_is_a_clean_error(runner, files, tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("tables: [unclosed\n")
+    result = invoke(runner, "query", COUNT_BY_SEX, files[0], files[1], "--policy", str(path))
+    assert result.exit_code in (1, 2)
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr and result.stderr.strip()
+
+
+# --- other failures: exit 1, one clean line ------------------------------------------------------
+
+def test_missing_database_file_exits_1(runner, files, tmp_path):
+    missing = str(tmp_path / "nope.duckdb")
+    result = invoke(runner, "query", COUNT_BY_SEX, "--db", missing, *files[2:])
+    assert result.exit_code == 1
+    assert "nope.duckdb" in result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+
+
+def test_usage_errors_exit_1_not_2(runner, files):
+    """2 is reserved for "refused by dpsql"; a typo on the command line is another failure."""
+    assert invoke(runner, "query", COUNT_BY_SEX).exit_code == 1            # no --db / --policy
+    assert invoke(runner, "query", COUNT_BY_SEX, *files, "--format", "xml").exit_code == 1
+    assert invoke(runner, "no-such-command").exit_code == 1
+
+
+def test_unexpected_failure_exits_1_with_one_line(runner, files, monkeypatch):
+    def broken_connect(*args, **kwargs):
+        raise RuntimeError("disk on fire\nsecond line")
+    monkeypatch.setattr(dpsql, "connect", broken_connect, raising=False)
+    result = invoke(runner, "query", COUNT_BY_SEX, *files)
+    assert result.exit_code == 1
+    assert result.stderr == "error: RuntimeError: disk on fire\n"
+    assert result.stdout == ""
+
+
+def test_unexpected_failure_during_a_query_withholds_engine_details(runner, files, monkeypatch):
+    """A raw engine message could quote a row value; the analyst sees only the exception type."""
+    class LeakyDb:
+        def sql(self, sql, epsilon=None, delta=None):
+            raise ValueError("Could not convert string '123-45-6789' to INT32")
+    monkeypatch.setattr(dpsql, "connect", lambda *a, **k: LeakyDb(), raising=False)
+    result = invoke(runner, "query", COUNT_BY_SEX, *files)
+    assert result.exit_code == 1
+    assert "123-45-6789" not in result.stderr and "ValueError" in result.stderr
+    assert result.stdout == ""
+
+
+# --- the CLI is a thin wrapper: what it passes and how it renders --------------------------------
+
+class FakeResult:
+    columns = ["label", "n", "price", "ratio", "missing"]
+
+    def fetchall(self):
+        return [
+            ("a", np.int64(3), decimal.Decimal("12.50"), np.float64(0.25), None),
+            ("b", 4, decimal.Decimal("7"), float("nan"), None),
+        ]
+
+
+class FakeDb:
+    def __init__(self, calls):
+        self.calls = calls
+
+    def sql(self, sql, epsilon=None, delta=None):
+        self.calls.append(("sql", sql, epsilon, delta))
+        return FakeResult()
+
+    def explain(self, sql, epsilon=None, delta=None):
+        self.calls.append(("explain", sql, epsilon, delta))
+        return "PLAN TEXT"
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    calls = []
+
+    def connect(con_or_path, policy=None, **kwargs):
+        calls.append(("connect", con_or_path, policy, kwargs))
+        return FakeDb(calls)
+    monkeypatch.setattr(dpsql, "connect", connect, raising=False)
+    return calls
+
+
+def test_options_are_passed_through(runner, files, fake, tmp_path):
+    ledger = str(tmp_path / "l.sqlite")
+    result = invoke(runner, "query", "SELECT 1", *files, "--epsilon", "0.25", "--delta", "1e-7",
+                    "--ledger", ledger)
+    assert result.exit_code == 0, result.stderr
+    (_, db, policy, kwargs), (_, sql, eps, delta) = fake
+    assert (db, policy) == (files[1], files[3])
+    assert kwargs == {"ledger": ledger}
+    assert (sql, eps, delta) == ("SELECT 1", 0.25, 1e-7)
+
+
+def test_explain_prints_str_of_plan(runner, files, fake):
+    result = invoke(runner, "explain", "SELECT 1", *files)
+    assert result.exit_code == 0
+    assert result.stdout == "PLAN TEXT\n"
+    assert [c[0] for c in fake] == ["connect", "explain"]
+
+
+def test_json_converts_decimal_and_numpy_and_keeps_numbers(runner, files, fake):
+    result = invoke(runner, "query", "SELECT 1", *files, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == [
+        {"label": "a", "n": 3, "price": 12.5, "ratio": 0.25, "missing": None},
+        {"label": "b", "n": 4, "price": 7, "ratio": None, "missing": None},
+    ]
+
+
+def test_csv_renders_null_as_empty(runner, files, fake):
+    result = invoke(runner, "query", "SELECT 1", *files, "--format", "csv")
+    assert result.stdout.splitlines() == ["label,n,price,ratio,missing", "a,3,12.5,0.25,", "b,4,7,,"]
+
+
+def test_table_is_aligned(runner, files, fake):
+    result = invoke(runner, "query", "SELECT 1", *files)
+    assert result.stdout == (
+        "label  n  price  ratio  missing\n"
+        "-----  -  -----  -----  -------\n"
+        "a      3  12.50   0.25     NULL\n"
+        "b      4      7   NULL     NULL\n"
+        "(2 rows)\n")
+
+
+def test_json_repeated_column_names_do_not_overwrite():
+    assert json.loads(cli.render_json(["n", "n", "n_2"], [(1, 2, 3)])) == [{"n": 1, "n_2": 2, "n_2_2": 3}]
+
+
+def test_dpsql_error_from_fake_is_formatted(runner, files, monkeypatch):
+    err = PrivacyViolation("DP203", "column ssn is an identifier", sql="SELECT ssn FROM people",
+                           start=7, end=9, hint="aggregate instead")
+    class RefusingDb:
+        def sql(self, *a, **k):
+            raise err
+    monkeypatch.setattr(dpsql, "connect", lambda *a, **k: RefusingDb(), raising=False)
+    result = invoke(runner, "query", "SELECT ssn FROM people", *files)
+    assert result.exit_code == 2
+    assert result.stderr == err.format() + "\n"
+    assert result.stdout == ""
+    assert isinstance(err, DpsqlError)
+
+
+# --- demo and help -------------------------------------------------------------------------------
+
+def test_demo_runs(runner, tmp_path):
+    result = invoke(runner, "demo", "--dir", str(tmp_path / "demo"), "--rows", "2000")
+    assert result.exit_code == 0, result.stderr
+    assert "exact (owner-only, for comparison)" in result.stdout
+    assert "error[DP" in result.stdout          # the refusal examples
+    assert (tmp_path / "demo" / "demo.duckdb").exists()
+    assert (tmp_path / "demo" / "policy.yaml").exists()
+
+
+@pytest.mark.parametrize("command", [[]] + [[name] for name in sorted(cli.main.commands)])
+def test_every_command_help_has_an_example(runner, command):
+    result = invoke(runner, *command, "--help")
+    assert result.exit_code == 0
+    assert "Example" in result.stdout

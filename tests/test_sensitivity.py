@@ -1,0 +1,112 @@
+"""Each sensitivity is an upper bound: on random small tables and neighbours (one unit added, with
+many rows, NULL/NaN/inf values), the bounded aggregates the rewritten SQL computes with noise off
+move by at most the sensitivity the plan charges for (L1 over all partitions)."""
+import duckdb
+import pyarrow as pa
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+import sqlglot
+from sqlglot import exp
+
+import dpsql
+
+KEYS = ["a", "b", "c"]
+VALUES = st.one_of(
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.floats(min_value=-100, max_value=100),
+    st.integers(min_value=-50, max_value=50).map(float),
+)
+ROW = st.tuples(st.integers(0, 6), st.sampled_from(KEYS + ["zz", None]), VALUES)
+
+
+def exact_sql(plan) -> str:
+    """The plan's rewritten SQL with noise off: the per-partition exact measurements (__noisy).
+
+    Partition sampling keys on a hash of (unit, key) instead of random(): the bound must hold for any
+    choice a unit makes about its own rows, and a fixed rule couples D and D' on the other units.
+    """
+    tree = sqlglot.parse_one(plan.rewritten_sql, read="duckdb")
+
+    def coupled(node):
+        if isinstance(node, exp.Rand):
+            keys = [exp.column(f"k{i}", quoted=True) for i in range(len(plan.group_keys))]
+            return exp.Anonymous(this="hash", expressions=[exp.column("__unit", quoted=True), *keys])
+        return node
+
+    tree = tree.transform(coupled)
+    return _with_final(tree, "SELECT * FROM __noisy")
+
+
+def _with_final(tree: exp.Select, final: str) -> str:
+    query = sqlglot.parse_one(final, read="duckdb")
+    query.set("with_", tree.args["with_"])
+    return query.sql("duckdb")
+
+
+def measure(rows, plan) -> dict:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
+    if rows:
+        con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+    name = plan.rewritten_sql.split("system.main.")[1].split("(")[0]
+    con.create_function(name, lambda x, n, k: x, [duckdb.sqltype("BIGINT")] * 3, duckdb.sqltype("BIGINT"),
+                        type="arrow", side_effects=True)
+    table = con.sql(exact_sql(plan)).to_arrow_table()
+    key_cols = [c for c in table.column_names if c.startswith("k")]
+    out = {}
+    for row in table.to_pylist():
+        key = tuple(row[k] for k in key_cols)
+        out[key] = {m.name: row[m.name] for m in plan.measurements}
+    return out
+
+
+def plan_for(unit, L, C, lower, upper, sql):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
+    policy = {"budget": {"epsilon": 10}, "tables": {"t": {
+        "privacy_unit": unit, "max_groups_per_unit": L, "max_rows_per_unit": C,
+        "columns": {"grp": {"keys": KEYS}, "v": {"lower": lower, "upper": upper}}}}}
+    return dpsql.connect(con, policy=policy).explain(sql, epsilon=1.0)
+
+
+QUERIES = [
+    "SELECT grp, COUNT(*), COUNT(v), SUM(v), AVG(v) FROM t GROUP BY grp",
+    "SELECT COUNT(*), SUM(v) FROM t",
+    "SELECT grp, SUM(v) FROM t WHERE v > 0 OR v IS NULL GROUP BY grp",
+]
+
+
+def check(plan, before, after):
+    for m in plan.measurements:
+        moved = sum(abs(after[k][m.name] - before[k][m.name]) for k in before)
+        assert moved <= m.sensitivity, (m.label, moved, m.sensitivity)
+
+
+bounds = st.tuples(st.floats(-1000, 1000), st.floats(-1000, 1000)).map(sorted)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(ROW, max_size=40), extra=st.lists(st.tuples(st.sampled_from(KEYS + ["zz", None]), VALUES),
+       min_size=1, max_size=25), L=st.integers(1, 3), C=st.integers(1, 3), b=bounds, sql=st.sampled_from(QUERIES))
+@example(rows=[], extra=[("a", 1e-320)], L=1, C=1, b=[0.0, 5e-324], sql=QUERIES[0])  # subnormal bounds
+def test_user_level_sensitivity_bounds_one_unit_with_many_rows(rows, extra, L, C, b, sql):
+    plan = plan_for("u", L, C, b[0], b[1], sql)
+    neighbour = rows + [(99, grp, v) for grp, v in extra]
+    check(plan, measure(rows, plan), measure(neighbour, plan))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(ROW, max_size=40), extra=ROW, b=bounds, sql=st.sampled_from(QUERIES))
+def test_row_level_sensitivity_bounds_one_row(rows, extra, b, sql):
+    plan = plan_for("row", 1, 1, b[0], b[1], sql)
+    check(plan, measure(rows, plan), measure(rows + [extra], plan))
+
+
+def test_the_bound_is_tight_for_a_unit_at_its_limits():
+    """A unit with many maximal rows in many groups moves the sum by exactly L*C*B: no slack hides a bug."""
+    plan = plan_for("u", 2, 3, 0.0, 10.0, "SELECT grp, SUM(v) FROM t GROUP BY grp")
+    unit = [(99, k, 10.0) for k in KEYS for _ in range(5)]
+    before, after = measure([], plan), measure(unit, plan)
+    m = plan.measurements[0]
+    assert sum(abs(after[k][m.name] - before[k][m.name]) for k in before) == m.sensitivity
