@@ -17,7 +17,7 @@ class DpsqlError(Exception):
         sql, start, end: the SQL text and the 0-based inclusive character span of the offending node.
     """
 
-    code = "DP000"
+    code = "DP999"
 
     def __init__(self, code: str | None = None, message: str = "", *, hint: str = "",
                  sql: str | None = None, start: int | None = None, end: int | None = None):

@@ -7,7 +7,7 @@ the composition; and the rewritten SQL.
 >>> from dpsql.plan import build_plan
 >>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {}}}})
 >>> q = parse("SELECT COUNT(*) FROM t")
->>> print(explain_text(build_plan(q, validate(q, "", p), epsilon=1, delta=0)).splitlines()[0])
+>>> print(explain_text(build_plan(q, validate(q, "SELECT COUNT(*) FROM t", p), epsilon=1, delta=0)).splitlines()[0])
 dpsql plan for: SELECT COUNT(*) FROM t
 """
 from __future__ import annotations
