@@ -91,6 +91,13 @@ def _open(con_or_path) -> duckdb.DuckDBPyConnection:
         raise PolicyError("DP503", f"cannot open database {str(path)!r}: {e}") from None
 
 
+def _choose(name: str, caller, query, default):
+    """The caller's value, else the query's OPTIONS, else the policy default; two different ones conflict."""
+    if caller is not None and query is not None and caller != query:
+        raise InvalidParameter("DP401", f"{name} is given twice: {caller!r} by the caller and {query!r} in OPTIONS")
+    return caller if caller is not None else query if query is not None else default
+
+
 class PrivateConnection:
     """Answers aggregate SQL with differential privacy over a locked-down DuckDB connection.
 
@@ -125,8 +132,8 @@ class PrivateConnection:
         """parse -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
         statement = parse(sql)
         scope = validate(statement, sql, self.policy)
-        eps = self.policy.default_epsilon if epsilon is None else epsilon
-        dlt = self.policy.default_delta if delta is None else delta
+        eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
+        dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
         return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt), self._noise_function)
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None) -> Plan:

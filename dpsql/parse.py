@@ -11,9 +11,11 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from .dialect import Dpsql
 from .errors import SqlSyntaxError, UnsupportedConstruct
 
-DIALECT = "duckdb"
+DIALECT = Dpsql
+
 
 
 def offset_of(sql: str, line: int, col: int) -> int:

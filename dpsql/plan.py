@@ -24,7 +24,8 @@ from sqlglot import exp
 from . import noise
 from .errors import InternalError, InvalidParameter
 from .policy import TablePolicy
-from .sensitivity import count_sensitivity, granularity, grid_bound, sum_sensitivity
+from .options import aggregate_bounds
+from .sensitivity import count_sensitivity, granularity, grid_bound, sum_sensitivity, unit_total_sensitivity
 from .validate import AGGREGATES, Scope, group_keys, name_of
 
 CONFIDENCE = 0.95
@@ -37,18 +38,23 @@ class Measurement:
     ``sensitivity`` and ``scale`` are in grid steps; multiply by ``granularity`` for output units.
     """
     name: str
-    kind: str                     # "count" (COUNT(*)), "count_col" (COUNT(col)), "sum" (SUM(col))
+    kind: str                     # "count" (COUNT(*)), "count_col" (COUNT(col)), "sum" (SUM(col)),
+                                  # "count_units" (units with a value: AVG's denominator per group)
     column: str | None
-    lower: float | None
-    upper: float | None
+    lower: float | None           # clamp bounds of what is summed: a row's value ("rows"),
+    upper: float | None           # a unit's total or mean in one partition ("unit_total", "unit_mean")
     granularity: float
     sensitivity: int
     epsilon: float
     scale: float                  # the dyadic noise scale actually used, >= sensitivity / epsilon
+    bounding: str = "rows"        # "rows": clamp rows, cap C per unit; else clamp per-unit aggregates
+    row_lower: float | None = None  # optional per-row clamp before a per-unit aggregate
+    row_upper: float | None = None
     mechanism: str = "discrete Laplace"
 
     def __post_init__(self):
-        if self.kind not in ("count", "count_col", "sum"):
+        if self.kind not in ("count", "count_col", "sum", "count_units") or \
+                self.bounding not in ("rows", "unit_total", "unit_mean"):
             raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug")
         if not (self.epsilon > 0 and self.sensitivity >= 0 and self.scale * self.epsilon >= self.sensitivity):
             raise InternalError("DP999", f"measurement {self.name} is under-noised: this is probably a bug")
@@ -60,7 +66,11 @@ class Measurement:
 
     @property
     def label(self) -> str:
-        return {"count": "COUNT(*)", "count_col": f"COUNT({self.column})", "sum": f"SUM({self.column})"}[self.kind]
+        label = {"count": "COUNT(*)", "count_col": f"COUNT({self.column})", "sum": f"SUM({self.column})",
+                 "count_units": f"COUNT(units with {self.column})"}[self.kind]
+        if self.bounding == "unit_mean":
+            return f"SUM(per-unit AVG({self.column}))"
+        return label
 
 
 @dataclass(frozen=True)
@@ -70,9 +80,11 @@ class Output:
     kind: str                     # "key", "count", "count_col", "sum", "avg"
     column: str | None
     measurements: tuple[str, ...] = ()
-    lower: float | None = None    # AVG is clamped back into the column's bounds
+    lower: float | None = None    # AVG is clamped back into these bounds
     upper: float | None = None
     hidden: bool = False          # needed by HAVING/ORDER BY but not selected
+    per_row: tuple[float, float] | None = None    # GoogleSQL contribution_bounds_per_row
+    per_group: tuple[float, float] | None = None  # GoogleSQL contribution_bounds_per_group
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,7 @@ class Plan:
     offset: int | None
     epsilon: float
     delta: float
+    max_groups_option: int | None = None   # GoogleSQL max_groups_contributed, overriding the policy's L
     rewritten_sql: str = field(default="", compare=False)
 
     @property
@@ -105,7 +118,9 @@ class Plan:
 
     @property
     def max_groups(self) -> int:
-        return 1 if self.table.row_level else self.table.max_groups_per_unit
+        if self.table.row_level:
+            return 1
+        return self.max_groups_option or self.table.max_groups_per_unit
 
     @property
     def max_rows(self) -> int:
@@ -152,16 +167,55 @@ def _default_name(kind: str, column: str | None) -> str:
             "avg": f"avg({column})"}[kind]
 
 
-def _needs(kind: str, column: str | None) -> list[tuple[str, str | None]]:
-    return {"count": [("count", None)], "count_col": [("count_col", column)], "sum": [("sum", column)],
-            "avg": [("sum", column), ("count_col", column)]}[kind]
+@dataclass(frozen=True)
+class Need:
+    """A noisy quantity an output needs, before it gets a name and a share of epsilon."""
+    kind: str
+    column: str | None
+    lower: float | None = None
+    upper: float | None = None
+    bounding: str = "rows"
+    row_lower: float | None = None
+    row_upper: float | None = None
+
+
+def needs(o: Output) -> list[Need]:
+    """The measurements behind one output; identical ones are shared between outputs."""
+    row = o.per_row or (o.lower, o.upper) if o.column else (None, None)
+    if o.per_group is None:
+        return {"count": [Need("count", None)], "count_col": [Need("count_col", o.column)],
+                "sum": [Need("sum", o.column, *row)],
+                "avg": [Need("sum", o.column, *row), Need("count_col", o.column)]}[o.kind]
+    pre = o.per_row or (None, None)
+    if o.kind in ("count", "count_col"):
+        return [Need(o.kind, o.column, *o.per_group, "unit_total")]
+    if o.kind == "sum":
+        return [Need("sum", o.column, *o.per_group, "unit_total", *pre)]
+    return [Need("sum", o.column, *o.per_group, "unit_mean", *pre), Need("count_units", o.column)]
+
+
+def _measurement(name: str, need: Need, L: int, C: int, epsilon: float) -> Measurement:
+    if need.kind == "sum":
+        g = granularity(need.lower, need.upper)
+        bound = grid_bound(need.lower, need.upper, g)
+        sens = sum_sensitivity(L, C, bound) if need.bounding == "rows" else unit_total_sensitivity(L, bound)
+    elif need.kind == "count_units":
+        g, sens = 1.0, count_sensitivity(L, 1)
+    elif need.bounding == "unit_total":
+        g, sens = 1.0, unit_total_sensitivity(L, grid_bound(need.lower, need.upper, 1.0))
+    else:
+        g, sens = 1.0, count_sensitivity(L, C)
+    scale = float(noise.dyadic_scale(sens / epsilon))
+    return Measurement(name=name, kind=need.kind, column=need.column, lower=need.lower, upper=need.upper,
+                       granularity=g, sensitivity=sens, epsilon=epsilon, scale=scale, bounding=need.bounding,
+                       row_lower=need.row_lower, row_upper=need.row_upper)
 
 
 class _Outputs:
     """Collects outputs while planning; HAVING/ORDER BY may add hidden aggregate outputs."""
 
-    def __init__(self, table: TablePolicy):
-        self.table = table
+    def __init__(self, scope: Scope):
+        self.scope = scope
         self.items: list[Output] = []
 
     def add(self, output: Output) -> int:
@@ -170,14 +224,16 @@ class _Outputs:
 
     def aggregate(self, agg: exp.Expression, name: str | None, hidden: bool) -> int:
         kind, column = _aggregate_signature(agg)
+        bounds = aggregate_bounds(agg, self.scope.refuse)
         if hidden:
             for i, o in enumerate(self.items):
-                if (o.kind, o.column) == (kind, column):
+                if (o.kind, o.column, o.per_row, o.per_group) == (kind, column, bounds.per_row, bounds.per_group):
                     return i
-        col = self.table.columns.get(column) if column else None
+        col = self.scope.table.columns.get(column) if column else None
+        lower, upper = bounds.per_group or bounds.per_row or ((col.lower, col.upper) if col else (None, None))
         return self.add(Output(name=name or _default_name(kind, column), kind=kind, column=column,
-                               lower=col.lower if col else None, upper=col.upper if col else None,
-                               hidden=hidden))
+                               lower=lower, upper=upper, hidden=hidden,
+                               per_row=bounds.per_row, per_group=bounds.per_group))
 
 
 def _unique_names(outputs: list[Output]) -> list[Output]:
@@ -193,28 +249,14 @@ def _unique_names(outputs: list[Output]) -> list[Output]:
     return result
 
 
-def _measurements(outputs: list[Output], table: TablePolicy, epsilon: float) -> tuple[list[Measurement], list[Output]]:
+def _measurements(outputs: list[Output], L: int, C: int, epsilon: float) -> tuple[list[Measurement], list[Output]]:
     """One measurement per distinct noisy quantity; epsilon split equally (sequential composition)."""
-    needed = list(dict.fromkeys(need for o in outputs if o.kind != "key" for need in _needs(o.kind, o.column)))
+    needed = list(dict.fromkeys(need for o in outputs if o.kind != "key" for need in needs(o)))
     if not needed:
         raise InvalidParameter("DP301", "the query releases no aggregate")
-    eps_each = epsilon / len(needed)
-    L, C = (1, 1) if table.row_level else (table.max_groups_per_unit, table.max_rows_per_unit)
-    names = {}
-    measurements = []
-    for i, (kind, column) in enumerate(needed):
-        if kind == "sum":
-            col = table.columns[column]
-            g = granularity(col.lower, col.upper)
-            sens = sum_sensitivity(L, C, grid_bound(col.lower, col.upper, g))
-            lower, upper = col.lower, col.upper
-        else:
-            g, sens, lower, upper = 1.0, count_sensitivity(L, C), None, None
-        scale = float(noise.dyadic_scale(sens / eps_each))
-        names[(kind, column)] = f"m{i}"
-        measurements.append(Measurement(name=f"m{i}", kind=kind, column=column, lower=lower, upper=upper,
-                                        granularity=g, sensitivity=sens, epsilon=eps_each, scale=scale))
-    outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in _needs(o.kind, o.column))})
+    names = {need: f"m{i}" for i, need in enumerate(needed)}
+    measurements = [_measurement(names[need], need, L, C, epsilon / len(needed)) for need in needed]
+    outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs(o))})
                if o.kind != "key" else o for o in outputs]
     return measurements, outputs
 
@@ -224,7 +266,7 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     epsilon, delta = check_budget_parameters(epsilon, delta)
     table = scope.table
     keys = [GroupKey(col.name, col.sql_type, col.keys) for _, col in group_keys(select, scope)]
-    collected = _Outputs(table)
+    collected = _Outputs(scope)
     by_alias: dict[str, int] = {}
     for item in select.expressions:
         node = item.unalias()
@@ -275,13 +317,15 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
         order = [(f"o{key_slot[k.column]}", False) for k in keys]
 
     outputs = _unique_names(collected.items)
-    measurements, outputs = _measurements(outputs, table, epsilon)
+    L = 1 if table.row_level else (scope.options.max_groups or table.max_groups_per_unit)
+    C = 1 if table.row_level else table.max_rows_per_unit
+    measurements, outputs = _measurements(outputs, L, C, epsilon)
     where = select.args.get("where")
     limit, offset = (int(select.args[k].expression.this) if select.args.get(k) else None for k in ("limit", "offset"))
     return Plan(sql=scope.sql, table=table, where=where.this.copy() if where is not None else None,
                 group_keys=tuple(keys), measurements=tuple(measurements), outputs=tuple(outputs),
                 having=having, order=tuple(order), limit=limit, offset=offset,
-                epsilon=epsilon, delta=0.0)
+                epsilon=epsilon, delta=0.0, max_groups_option=scope.options.max_groups)
 
 
 def key_rows(plan: Plan) -> list[tuple]:

@@ -62,15 +62,29 @@ def alias(value: exp.Expression, name: str) -> exp.Alias:
     return exp.Alias(this=value, alias=ident(name))
 
 
-def quantised(column: str, m: Measurement) -> exp.Expression:
-    """round(clamp(x, lower, upper) / g) as BIGINT; NULL stays NULL, NaN and +-inf clamp to a bound.
+def clamp(value: exp.Expression, lower: float, upper: float) -> exp.Expression:
+    """LEAST(GREATEST(value, lower), upper): NaN and +inf go to upper, -inf to lower (DuckDB orders
+    NaN above every number). NULL would become a bound (DuckDB's GREATEST ignores NULL): see keep_null."""
+    return fn("LEAST", fn("GREATEST", value, num(float(lower))), num(float(upper)))
 
-    DuckDB's GREATEST ignores NULL, so NULL is kept explicitly: it must not count as a value.
-    """
+
+def keep_null(source: exp.Expression, value: exp.Expression) -> exp.Expression:
+    """NULL when ``source`` is NULL, else ``value``: a missing value must not count as a bound."""
+    return case_when(exp.Is(this=source, expression=exp.Null()), exp.Null(), value)
+
+
+def on_grid(value: exp.Expression, m: Measurement) -> exp.Expression:
+    """round(clamp(value) / g) as BIGINT: an exact integer number of grid steps, |.| <= B."""
+    scaled = fn("ROUND", exp.Mul(this=clamp(value, m.lower, m.upper), expression=num(1.0 / m.granularity)))
+    return keep_null(value.copy(), cast(scaled, "BIGINT"))
+
+
+def row_value(column: str, m: Measurement) -> exp.Expression:
+    """A row's value as DOUBLE (never an integer overflow), clamped per row when bounds say so."""
     x = cast(col(column), "DOUBLE")
-    clamped = fn("LEAST", fn("GREATEST", x, num(float(m.lower))), num(float(m.upper)))
-    scaled = fn("ROUND", exp.Mul(this=clamped, expression=num(1.0 / m.granularity)))
-    return case_when(exp.Is(this=col(column), expression=exp.Null()), exp.Null(), cast(scaled, "BIGINT"))
+    if m.row_lower is None:
+        return x
+    return keep_null(col(column), clamp(x, m.row_lower, m.row_upper))
 
 
 def key_literal(value, sql_type: str) -> exp.Expression:
@@ -122,9 +136,11 @@ def rows_cte(plan: Plan) -> exp.Select:
     if not plan.table.row_level:
         projections.insert(0, alias(col(plan.table.privacy_unit), "__unit"))
     for m in plan.measurements:
-        if m.kind == "sum":
-            projections.append(alias(quantised(m.column, m), value_column(m)))
-        elif m.kind == "count_col":
+        if m.kind == "sum" and m.bounding == "rows":
+            projections.append(alias(on_grid(cast(col(m.column), "DOUBLE"), m), value_column(m)))
+        elif m.kind == "sum":
+            projections.append(alias(row_value(m.column, m), value_column(m)))
+        elif m.kind in ("count_col", "count_units"):
             projections.append(alias(col(m.column), value_column(m)))
     if not projections:
         projections.append(alias(num(1), "__one"))
@@ -157,11 +173,19 @@ def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
 
 
 def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
-    """A unit's contribution to one partition (user level): counts capped at C, sums via bounded_unit_sum."""
-    if m.kind == "count":
-        return fn("LEAST", exp.Count(this=exp.Star()), num(C))
-    if m.kind == "count_col":
-        return fn("LEAST", exp.Count(this=col(value_column(m))), num(C))
+    """A unit's contribution to one partition (user level), bounded as the measurement says."""
+    v = col(value_column(m))
+    rows = exp.Count(this=exp.Star()) if m.kind == "count" else exp.Count(this=v)
+    if m.kind == "count_units":
+        return case_when(exp.GT(this=rows, expression=num(0)), num(1), num(0))
+    if m.kind in ("count", "count_col"):
+        if m.bounding == "unit_total":
+            return fn("LEAST", fn("GREATEST", rows, num(int(m.lower))), num(int(m.upper)))
+        return fn("LEAST", rows, num(C))
+    if m.bounding == "unit_total":
+        return on_grid(exp.Sum(this=v), m)
+    if m.bounding == "unit_mean":
+        return on_grid(exp.Avg(this=v), m)
     return bounded_unit_sum(m, C)
 
 

@@ -47,3 +47,9 @@ def sum_sensitivity(max_groups: int, max_rows: int, bound: int) -> int:
     """SUM on the grid: one unit adds, per partition, a value in [-C*B, C*B] (per-unit sums are
     clamped to C rows' worth, see rewrite.bounded_unit_sum), to <= L partitions: L*C*B grid steps."""
     return max_groups * max_rows * bound
+
+
+def unit_total_sensitivity(max_groups: int, bound: int) -> int:
+    """A per-unit aggregate clamped per partition (GoogleSQL contribution_bounds_per_group): one unit
+    adds one value in [-B, B] grid steps to each of <= L partitions, whatever its number of rows."""
+    return max_groups * bound

@@ -12,11 +12,13 @@ knows is refused, so the dialect only grows by adding to an allowlist.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from sqlglot import exp
 
 from .errors import PrivacyViolation, UnsupportedConstruct
+from .options import QueryOptions, aggregate_bounds, query_options
 from .parse import span
 from .policy import ColumnPolicy, Policy, TablePolicy
 from .schema import is_numeric, is_string
@@ -39,6 +41,7 @@ class Scope:
     policy: Policy
     table: TablePolicy | None = None
     alias: str | None = None
+    options: QueryOptions = QueryOptions()
 
     def refuse(self, code: str, message: str, node: exp.Expression | None, hint: str = "",
                cls=UnsupportedConstruct):
@@ -145,6 +148,31 @@ def star_only_in_count(select: exp.Select, scope: Scope) -> None:
                                cls=PrivacyViolation)
 
 
+def dp_options(select: exp.Select, scope: Scope) -> None:
+    """GoogleSQL OPTIONS and contribution bounds are well formed and fit the table (DP308-DP310)."""
+    options = query_options(select, scope.refuse)
+    unit = options.privacy_unit
+    if unit is not None and scope.table.row_level:
+        raise scope.refuse("DP309", f"privacy_unit_column={unit}: table {scope.table.name!r} has no privacy unit "
+                           "column (each row is a person)", select, hint="drop privacy_unit_column")
+    if unit is not None and unit != scope.table.privacy_unit:
+        raise scope.refuse("DP309", f"privacy_unit_column={unit} is not the policy's privacy unit of "
+                           f"{scope.table.name!r}", select, hint=f"use privacy_unit_column={scope.table.privacy_unit}")
+    if options.max_groups not in (None, 1) and scope.table.row_level:
+        raise scope.refuse("DP308", "max_groups_contributed: each row is a person, so it is 1", select)
+    for agg in select.find_all(*AGGREGATES):
+        bounds = aggregate_bounds(agg, scope.refuse)
+        fname = agg.sql_name()
+        if bounds.per_row and isinstance(agg, exp.Count):
+            raise scope.refuse("DP310", "COUNT takes contribution_bounds_per_group, not _per_row", agg)
+        if bounds.per_group and scope.table.row_level:
+            raise scope.refuse("DP310", f"{fname}: each row is a person in {scope.table.name!r}: "
+                               "use contribution_bounds_per_row", agg)
+        if bounds.per_group and isinstance(agg, exp.Count) and \
+                any(b != int(b) or b < 0 for b in bounds.per_group):
+            raise scope.refuse("DP310", "COUNT's contribution_bounds_per_group are whole numbers >= 0", agg)
+
+
 def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
     """Aggregates take one declared column (bounded for SUM/AVG), are not nested and not in WHERE/GROUP BY."""
     for agg in select.find_all(*AGGREGATES):
@@ -162,9 +190,13 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
         if not isinstance(arg, exp.Column) or agg.args.get("expressions"):
             raise scope.refuse("DP302", f"{fname} takes one column of the table", agg)
         col = scope.table.columns[name_of(arg)]
-        if isinstance(agg, (exp.Sum, exp.Avg)) and not col.bounded:
+        bounds = aggregate_bounds(agg, scope.refuse)
+        if isinstance(agg, (exp.Sum, exp.Avg)) and not (col.bounded or bounds.per_row or bounds.per_group):
             raise scope.refuse("DP302", f"{fname}({arg.name}): column {arg.name!r} has no bounds in the policy",
-                               agg, hint=f"declare lower and upper for {arg.name!r} in the policy")
+                               agg, hint=f"declare lower and upper for {arg.name!r} in the policy, or pass "
+                                         "contribution_bounds_per_row => (lower, upper)")
+        if isinstance(agg, (exp.Sum, exp.Avg)) and col.sql_type and not is_numeric(col.sql_type):
+            raise scope.refuse("DP302", f"{fname}({arg.name}): column {arg.name!r} is not numeric", agg)
 
 
 def group_keys(select: exp.Select, scope: Scope) -> list[tuple[exp.Expression, ColumnPolicy]]:
@@ -298,6 +330,7 @@ VALIDATION_RULES = (
     known_columns,
     no_identifiers,
     star_only_in_count,
+    dp_options,
     aggregate_arguments,
     group_keys_public,
     outputs_are_aggregates_or_keys,
@@ -315,4 +348,6 @@ def validate(select: exp.Expression, sql: str, policy: Policy) -> Scope:
             table = select.args["from_"].this
             alias = table.alias.lower() if table.alias else None
             scope = Scope(sql=sql, policy=policy, table=policy.tables[name_of(table)], alias=alias)
+        elif rule is dp_options:
+            scope = dataclasses.replace(scope, options=query_options(select, scope.refuse))
     return scope

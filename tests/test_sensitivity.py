@@ -74,6 +74,16 @@ QUERIES = [
     "SELECT grp, COUNT(*), COUNT(v), SUM(v), AVG(v) FROM t GROUP BY grp",
     "SELECT COUNT(*), SUM(v) FROM t",
     "SELECT grp, SUM(v) FROM t WHERE v > 0 OR v IS NULL GROUP BY grp",
+    "SELECT grp, SUM(v, contribution_bounds_per_row => (-3, 7)), AVG(v, contribution_bounds_per_row => (0, 1)) "
+    "FROM t GROUP BY grp",
+]
+# GoogleSQL per-unit bounds: each unit's total (or mean) in a partition is clamped, whatever its rows.
+USER_QUERIES = QUERIES + [
+    "SELECT grp, COUNT(*, contribution_bounds_per_group => (0, 2)), COUNT(v, contribution_bounds_per_group => (1, 4)), "
+    "SUM(v, contribution_bounds_per_group => (-5, 20)), AVG(v, contribution_bounds_per_group => (-1, 3)) "
+    "FROM t GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 1, privacy_unit_column = u) grp, "
+    "SUM(v, contribution_bounds_per_row => (0, 1), contribution_bounds_per_group => (0, 2)) FROM t GROUP BY grp",
 ]
 
 
@@ -88,7 +98,7 @@ bounds = st.tuples(st.floats(-1000, 1000), st.floats(-1000, 1000)).map(sorted)
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(ROW, max_size=40), extra=st.lists(st.tuples(st.sampled_from(KEYS + ["zz", None]), VALUES),
-       min_size=1, max_size=25), L=st.integers(1, 3), C=st.integers(1, 3), b=bounds, sql=st.sampled_from(QUERIES))
+       min_size=1, max_size=25), L=st.integers(1, 3), C=st.integers(1, 3), b=bounds, sql=st.sampled_from(USER_QUERIES))
 @example(rows=[], extra=[("a", 1e-320)], L=1, C=1, b=[0.0, 5e-324], sql=QUERIES[0])  # subnormal bounds
 def test_user_level_sensitivity_bounds_one_unit_with_many_rows(rows, extra, L, C, b, sql):
     plan = plan_for("u", L, C, b[0], b[1], sql)

@@ -1,0 +1,88 @@
+"""The dpsql dialect: DuckDB's, plus GoogleSQL's differential-privacy syntax.
+
+BigQuery DP queries run unchanged::
+
+    SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6, max_groups_contributed = 2,
+                                             privacy_unit_column = id)
+           item, AVG(quantity, contribution_bounds_per_group => (0, 100)) AS average_quantity
+    FROM professors GROUP BY item
+
+The clause becomes a ``DifferentialPrivacy`` node in the Select's ``meta["dp"]``; named arguments of
+COUNT/SUM/AVG (``contribution_bounds_per_group => (lo, hi)``) become ``meta["named_args"]``, a list
+of (name, expression). Both are checked by the validator (dpsql/options.py), not here.
+
+>>> import sqlglot
+>>> q = sqlglot.parse_one("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1) SUM(x, contribution_bounds_per_row => (0, 5)) FROM t", read=Dpsql)
+>>> [o.sql() for o in q.meta["dp"].options()], [(n, e.sql()) for n, e in q.expressions[0].meta["named_args"]]
+(['epsilon = 1'], [('contribution_bounds_per_row', '(0, 5)')])
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.parsers.duckdb import DuckDBParser
+
+DP_AGGREGATES = ("COUNT", "SUM", "AVG")
+
+
+class DifferentialPrivacy(exp.Expression):
+    """``WITH DIFFERENTIAL_PRIVACY OPTIONS(name = value, ...)``: each option an EQ node."""
+    arg_types = {"expressions": False}
+
+    def options(self) -> list[exp.Expression]:
+        return list(self.expressions)
+
+
+def _accepting_bounds(builder):
+    """Wrap an aggregate's builder so ``name => (lo, hi)`` bounds ride along as args of the node."""
+
+    def build(args, dialect=None):
+        named = [a for a in args if isinstance(a, exp.Kwarg)]
+        # The parser checks the argument count against the same list after building: drop the
+        # named bounds from it in place so COUNT/SUM/AVG keep their arity.
+        args[:] = [a for a in args if not isinstance(a, exp.Kwarg)]
+        try:
+            node = builder(args)
+        except TypeError:
+            node = builder(args, dialect=dialect)
+        # Bounds live in meta: sqlglot refuses unknown args on its aggregate nodes.
+        node.meta["named_args"] = [(k.this.name.lower(), k.expression) for k in named]
+        return node
+
+    return build
+
+
+class DpsqlParser(DuckDBParser):
+    FUNCTIONS = {**DuckDBParser.FUNCTIONS,
+                 **{name: _accepting_bounds(DuckDBParser.FUNCTIONS[name]) for name in DP_AGGREGATES}}
+
+    def _parse_hint(self):
+        # Called right after SELECT: the place of GoogleSQL's `WITH DIFFERENTIAL_PRIVACY` clause.
+        if self._match_text_seq("WITH", "DIFFERENTIAL_PRIVACY"):
+            options = []
+            if self._match_text_seq("OPTIONS"):
+                self._match_l_paren()
+                options = self._parse_csv(self._parse_disjunction)
+                self._match_r_paren()
+            self._dp_clause = self.expression(DifferentialPrivacy(expressions=options))
+            return None
+        return super()._parse_hint()
+
+    _dp_clause = None
+
+    def _parse_select_query(self, *args, **kwargs):
+        # Nested queries (and parenthesised tuples, tried as subqueries) parse in between: keep the
+        # clause of the SELECT being parsed on a stack, so it lands on its own SELECT only.
+        outer, self._dp_clause = self._dp_clause, None
+        try:
+            query = super()._parse_select_query(*args, **kwargs)
+            if self._dp_clause is not None and isinstance(query, exp.Select):
+                query.meta["dp"] = self._dp_clause
+        finally:
+            self._dp_clause = outer
+        return query
+
+
+class Dpsql(DuckDB):
+    """sqlglot dialect: DuckDB plus the GoogleSQL DP clause and contribution bounds."""
+    Parser = DpsqlParser
