@@ -1,13 +1,17 @@
 """How much dpsql's rewrite costs over the plain DuckDB query it protects.
 
-Each case times three systems on the same data, in one process, alternating (A, B, C, A, B, C, ...)
-after one warm-up each, and reports the median wall time:
+Each case times these systems on the same data, in one process, alternating (A, B, C, D, A, B, ...)
+after one warm-up each, and reports the median wall time (and the median process CPU time, which
+other load on the machine disturbs less):
 
-    dpsql      db.sql(...) end to end: parse, validate, plan, rewrite, run, noise, fetch as Arrow
+    dpsql      db.sql(..., fresh=True) end to end: parse, validate, plan, rewrite, ledger, run the
+               rewritten SQL with its noise UDF, fetch as Arrow (fresh: a replayed answer is a cache hit)
+    sql        the rewritten SQL alone, run on the same connection (the engine's share of dpsql)
     floor      plain DuckDB doing the least work any DP answer needs: values clamped to the policy
                bounds, and at user level the per-unit pre-aggregation (no sampling, no noise)
     plain      the same aggregate in plain DuckDB, unclamped
 
+plus ``plan``: ``db.explain`` alone (parse..rewrite, no ledger, no engine).
 Targets: row level <= 1.1x floor, user level <= 1.5x floor.
 
     python benchmarks/bench_core.py                      # 10M rows, 5 repeats
@@ -19,6 +23,7 @@ Targets: row level <= 1.1x floor, user level <= 1.5x floor.
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import platform
 import statistics
@@ -44,6 +49,7 @@ USER_FLOOR = (
     " FROM events GROUP BY user_id, grp"
     ") GROUP BY grp"
 )
+SYSTEMS = ("dpsql", "sql", "floor", "plain", "plan")
 
 
 def build(con: duckdb.DuckDBPyConnection, rows: int) -> None:
@@ -53,7 +59,7 @@ def build(con: duckdb.DuckDBPyConnection, rows: int) -> None:
       user_id  ~rows/10 users, user = floor(U * u**3): a power law in rank (Zipf exponent 2/3);
                at 10M rows: ~990k users, median 6 rows, max ~100k rows
       grp      50 INTEGER keys; 70% of a user's rows in a home group, the rest skewed toward low keys,
-               so a user touches a median of 3 groups (17 at the 99th percentile)
+               so a user touches a median of 3 groups (17 at the 99th percentile): 3.3M (user, grp)
       value    DOUBLE uniform on [-20, 120] (14% below 0, 14% above 100), 1% NULL
     """
     users = max(rows // 10, 1)
@@ -104,24 +110,44 @@ CASES = (
 )
 
 
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
+def accepts(fn: Callable, name: str) -> bool:
+    return name in inspect.signature(fn).parameters
+
+
+def private(con: duckdb.DuckDBPyConnection, case: Case):
+    """dpsql over ``con``, with an in-memory ledger where the API has one."""
+    options = {"ledger": ":memory:"} if accepts(dpsql.connect, "ledger") else {}
+    return dpsql.connect(con, policy=case.policy, **options)
+
+
+def answer(db, fresh: bool):
+    """One answer; ``fresh`` draws new noise (an identical query is otherwise replayed from the ledger)."""
+    options = {"fresh": True} if fresh and accepts(db.sql, "fresh") else {}
+    result = db.sql(QUERY, epsilon=1.0, **options)
+    if getattr(result, "replayed", False):
+        raise AssertionError("dpsql replayed a stored answer: the benchmark would time a cache hit")
+    return result
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall and process CPU seconds (CPU counts every DuckDB thread)."""
+    wall, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def measure(systems: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+def measure(systems: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[tuple[float, float]]]:
     """One warm-up each, then ``repeats`` rounds with the systems alternating within every round."""
     for fn in systems.values():
         fn()
-    times: dict[str, list[float]] = {name: [] for name in systems}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in systems}
     for _ in range(repeats):
         for name, fn in systems.items():
             times[name].append(timed(fn))
     return times
 
 
-def fresh(rows: int, threads: int | None) -> duckdb.DuckDBPyConnection:
+def fresh_database(rows: int, threads: int | None) -> duckdb.DuckDBPyConnection:
     """A new in-memory database holding ``events``, built before dpsql locks it down."""
     con = duckdb.connect(":memory:")
     if threads is not None:
@@ -130,64 +156,84 @@ def fresh(rows: int, threads: int | None) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def run_case(case: Case, rows: int, repeats: int, threads: int | None) -> dict:
+    # One database per case: cases share no caches, and each dpsql connection locks its own.
+    con = fresh_database(rows, threads)
+    plain = con.cursor()   # shares the database and its global settings (threads included)
+    threads_used = plain.execute("SELECT current_setting('threads')").fetchall()[0][0]
+    db = private(con, case)
+    first = answer(db, fresh=False)
+    rewritten = first.plan.rewritten_sql
+    checks = {"dpsql": len(first.fetchall()),
+              "sql": len(con.sql(rewritten).fetchall()),
+              "floor": len(plain.sql(case.floor).fetchall()),
+              "plain": len(plain.sql(PLAIN).fetchall())}
+    if set(checks.values()) != {GROUPS}:
+        raise AssertionError(f"{case.name}: expected {GROUPS} groups from every system, got {checks}")
+    times = measure({
+        "dpsql": lambda: answer(db, fresh=True).arrow(),
+        # The same SQL dpsql ran, on the connection that holds its noise UDF: no ledger, no planning.
+        "sql": lambda: con.sql(rewritten).to_arrow_table(),
+        "floor": lambda: plain.sql(case.floor).to_arrow_table(),
+        "plain": lambda: plain.sql(PLAIN).to_arrow_table(),
+        "plan": lambda: db.explain(QUERY, epsilon=1.0),
+    }, repeats)
+    plain.close()
+    con.close()
+    wall = {name: statistics.median(t[0] for t in ts) for name, ts in times.items()}
+    cpu = {name: statistics.median(t[1] for t in ts) for name, ts in times.items()}
+    ratio = wall["dpsql"] / wall["floor"]
+    return {
+        "case": case.name, "rows": rows, "threads": threads_used, "repeats": repeats,
+        **{f"{name}_s": wall[name] for name in SYSTEMS},
+        **{f"{name}_cpu_s": cpu[name] for name in SYSTEMS},
+        "dpsql_over_floor": ratio, "dpsql_over_plain": wall["dpsql"] / wall["plain"],
+        "sql_over_floor": wall["sql"] / wall["floor"],
+        "cpu_dpsql_over_floor": cpu["dpsql"] / cpu["floor"] if cpu["floor"] else float("nan"),
+        "target": case.target, "ok": ratio <= case.target,
+        "times": times, "rewritten_sql": rewritten,
+    }
+
+
 def run(rows: int, repeats: int, threads: int | None = None) -> list[dict]:
     """Build the data, time every case, return one dict per case (seconds and ratios of medians).
 
-    Keys: case, rows, threads, repeats, dpsql_s, floor_s, plain_s, plan_s (parse..rewrite only),
-    dpsql_over_floor, dpsql_over_plain, target, ok, and the raw times under ``times``.
+    Keys: case, rows, threads, repeats; medians in seconds ``<system>_s`` (wall) and
+    ``<system>_cpu_s`` for dpsql, sql, floor, plain, plan; ratios dpsql_over_floor, dpsql_over_plain,
+    sql_over_floor, cpu_dpsql_over_floor; target and ok (dpsql_over_floor <= target); the raw
+    (wall, cpu) pairs under ``times``; the SQL dpsql ran under ``rewritten_sql``.
     """
-    results = []
-    for case in CASES:
-        # One database per case: dpsql.connect on an already locked-down database fails (its
-        # _lock_down leaves a fetchone() result open, then create_function is refused).
-        con = fresh(rows, threads)
-        plain = con.cursor()   # shares the database and its global settings (threads included)
-        threads_used = plain.execute("SELECT current_setting('threads')").fetchall()[0][0]
-        db = dpsql.connect(con, policy=case.policy)
-        checks = {"dpsql": len(db.sql(QUERY, epsilon=1.0).fetchall()),
-                  "floor": len(plain.sql(case.floor).fetchall()),
-                  "plain": len(plain.sql(PLAIN).fetchall())}
-        if set(checks.values()) != {GROUPS}:
-            raise AssertionError(f"{case.name}: expected {GROUPS} groups from every system, got {checks}")
-        times = measure({
-            "dpsql": lambda: db.sql(QUERY, epsilon=1.0).arrow(),
-            "floor": lambda: plain.sql(case.floor).to_arrow_table(),
-            "plain": lambda: plain.sql(PLAIN).to_arrow_table(),
-            "plan": lambda: db.explain(QUERY, epsilon=1.0),
-        }, repeats)
-        plain.close()
-        con.close()
-        med = {name: statistics.median(ts) for name, ts in times.items()}
-        ratio = med["dpsql"] / med["floor"]
-        results.append({
-            "case": case.name, "rows": rows, "threads": threads_used, "repeats": repeats,
-            "dpsql_s": med["dpsql"], "floor_s": med["floor"], "plain_s": med["plain"], "plan_s": med["plan"],
-            "dpsql_over_floor": ratio, "dpsql_over_plain": med["dpsql"] / med["plain"],
-            "target": case.target, "ok": ratio <= case.target, "times": times,
-        })
-    return results
+    return [run_case(case, rows, repeats, threads) for case in CASES]
 
 
 def table(results: list[dict]) -> str:
-    header = (f"{'case':<14} {'dpsql s':>9} {'floor s':>9} {'plain s':>9} {'plan s':>8}"
-              f" {'dpsql/floor':>12} {'dpsql/plain':>12} {'target':>7}  ok")
+    header = (f"{'case':<13} {'dpsql':>7} {'sql':>7} {'floor':>7} {'plain':>7} {'plan':>6}"
+              f" {'dpsql/floor':>11} {'dpsql/plain':>11} {'sql/floor':>9} {'cpu d/f':>7} {'target':>6}  ok")
     lines = [header, "-" * len(header)]
     for r in results:
-        lines.append(f"{r['case']:<14} {r['dpsql_s']:>9.4f} {r['floor_s']:>9.4f} {r['plain_s']:>9.4f}"
-                     f" {r['plan_s']:>8.4f} {r['dpsql_over_floor']:>11.2f}x {r['dpsql_over_plain']:>11.2f}x"
-                     f" {r['target']:>6.1f}x  {'yes' if r['ok'] else 'NO'}")
+        lines.append(
+            f"{r['case']:<13} {r['dpsql_s']:>7.3f} {r['sql_s']:>7.3f} {r['floor_s']:>7.3f} {r['plain_s']:>7.3f}"
+            f" {r['plan_s']:>6.3f} {r['dpsql_over_floor']:>10.2f}x {r['dpsql_over_plain']:>10.2f}x"
+            f" {r['sql_over_floor']:>8.2f}x {r['cpu_dpsql_over_floor']:>6.2f}x {r['target']:>5.1f}x"
+            f"  {'yes' if r['ok'] else 'NO'}")
     return "\n".join(lines)
 
 
 def machine() -> str:
     try:
         with open("/proc/meminfo") as f:
-            mem_kb = int(f.readline().split()[1])
-        memory = f"{mem_kb / 2**20:.1f} GiB"
+            memory = f"{int(f.readline().split()[1]) / 2**20:.1f} GiB"
     except (OSError, ValueError, IndexError):
         memory = "unknown memory"
     return (f"{os.cpu_count()} cpus, {memory}, duckdb {duckdb.__version__}, "
             f"python {platform.python_version()}, {platform.machine()}")
+
+
+def load() -> str:
+    try:
+        return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "load average unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,8 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds per case (default 5)")
     parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: DuckDB's)")
     args = parser.parse_args(argv)
+    before = load()
     results = run(args.rows, args.repeats, args.threads)
     print(f"{args.rows:,} rows, {args.repeats} repeats, {results[0]['threads']} threads; {machine()}")
+    print(f"{before} before, {load()} after; wall-clock medians in seconds")
     print(table(results))
     return 0
 

@@ -2,7 +2,7 @@
 
 >>> import duckdb, dpsql
 >>> con = duckdb.connect(); _ = con.execute("CREATE TABLE people AS SELECT range AS id, range % 2 AS flag FROM range(100)")
->>> db = dpsql.connect(con, policy={"budget": {"epsilon": 1}, "tables": {"people": {"privacy_unit": "id",
+>>> db = dpsql.connect(con, ledger=":memory:", policy={"budget": {"epsilon": 1}, "tables": {"people": {"privacy_unit": "id",
 ...     "columns": {"flag": {"keys": [0, 1]}}}}})
 >>> db.sql("SELECT flag, COUNT(*) AS n FROM people GROUP BY flag", epsilon=0.5).columns
 ['flag', 'n']

@@ -18,6 +18,7 @@ import decimal
 import io
 import json
 import math
+import os
 import uuid
 from typing import Any, Iterator, Sequence
 
@@ -149,8 +150,12 @@ def main():
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Output format; json is one array of objects, one per row.")
 @click.option("--ledger", "ledger", default=None, metavar="FILE",
-              help="Budget ledger file (SQLite) that records every spend across runs.")
-def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger):
+              help="Budget ledger file (SQLite) that records every spend across runs "
+                   "(default: FILE.duckdb.dpsql-ledger.sqlite beside --db).")
+@click.option("--fresh", is_flag=True, default=False,
+              help="Draw new noise and pay, even if this exact query was answered before "
+                   "(by default the earlier answer is returned at no cost).")
+def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh):
     """Answer SQL with differential privacy and print the noisy result.
 
     SQL is the query text, or - to read it from stdin.
@@ -165,8 +170,11 @@ def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger):
     text = _read_sql(sql)
     db = _connect(db_path, policy_path, ledger=ledger)
     with _reporting_errors(show_details=False):
-        res = db.sql(text, epsilon=epsilon, delta=delta)
+        res = db.sql(text, epsilon=epsilon, delta=delta, **({"fresh": True} if fresh else {}))
         columns, rows = list(res.columns), res.fetchall()
+    if getattr(res, "replayed", False) is True:
+        click.echo("note: the same answer as an identical earlier query; no budget spent "
+                   "(--fresh draws anew and pays)", err=True)
     # Render fully before writing: a refusal must leave stdout empty.
     with _reporting_errors(show_details=True):
         output = RENDERERS[fmt](columns, rows)
@@ -190,6 +198,43 @@ def explain(sql, db_path, policy_path, epsilon, delta):
     with _reporting_errors(show_details=False):
         output = str(db.explain(text, epsilon=epsilon, delta=delta))
     click.echo(output)
+
+
+@main.command()
+@click.option("--policy", "policy_path", required=True, metavar="policy.yaml",
+              type=click.Path(exists=True, dir_okay=False),
+              help="The policy the ledger belongs to (a ledger of another policy is refused).")
+@click.option("--ledger", "ledger", default=None, metavar="FILE", help="The budget ledger file.")
+@click.option("--db", "db_path", default=None, metavar="FILE.duckdb", type=click.Path(exists=True, dir_okay=False),
+              help="Read the default ledger of this database, FILE.duckdb.dpsql-ledger.sqlite.")
+@click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
+              help="Output format; json is one object: ledger, total, spent, remaining, history.")
+def budget(policy_path, ledger, db_path, fmt):
+    """Show the privacy budget: total, spent, remaining, and every charged query.
+
+    Reads the ledger only; it never creates one or spends anything.
+
+    \b
+    Example:
+        dpsql budget --policy policy.yaml --db people.duckdb
+        dpsql budget --policy policy.yaml --ledger budget.sqlite --format json
+    """
+    from dpsql.ledger import Ledger, default_ledger_path
+    from dpsql.policy import load_policy
+
+    if ledger is None and db_path is None:
+        raise click.UsageError("pass --ledger FILE, or --db FILE.duckdb for its default ledger")
+    path = ledger if ledger is not None else default_ledger_path(db_path)
+    with _reporting_errors(show_details=True):
+        book = Ledger(path, load_policy(policy_path))
+        state = book.budget()
+        exists = os.path.exists(book.path)
+        book.close()
+    if fmt == "json":
+        doc = {"policy": book.identity, "exists": exists, **state.as_dict()}
+        click.echo(json.dumps(doc, indent=2, allow_nan=False))
+    else:
+        click.echo(render_budget(state, exists), nl=False)
 
 
 @main.command()
@@ -218,6 +263,43 @@ def demo(directory, rows):
 
 
 # --- output formats ------------------------------------------------------------------------------
+
+def _amount(x: float) -> str:
+    return f"{x:.12g}"
+
+
+def render_budget(state, exists: bool = True) -> str:
+    """The budget as text: totals, then one line per charged query.
+
+    >>> from dpsql.budget import Budget
+    >>> print(render_budget(Budget(1.0, 1e-6, 0.25, 0.0, ledger="b.sqlite"), exists=False), end="")
+    ledger b.sqlite (no file yet: nothing spent)
+               epsilon  delta
+    ---------  -------  -----
+    total      1        1e-06
+    spent      0.25     0
+    remaining  0.75     1e-06
+    (3 rows)
+    """
+    note = "" if exists else " (no file yet: nothing spent)"
+    out = [f"ledger {state.ledger}{note}"]
+    out.append(render_table(["", "epsilon", "delta"], [
+        (label, _amount(eps), _amount(dlt)) for label, eps, dlt in (
+            ("total", state.total_epsilon, state.total_delta),
+            ("spent", state.spent_epsilon, state.spent_delta),
+            ("remaining", state.remaining_epsilon, state.remaining_delta))]).rstrip())
+    if state.history:
+        counts = {s: sum(c.status == s for c in state.history) for s in ("released", "failed", "reserved")}
+        replays = sum(c.replays for c in state.history)
+        out.append(f"{state.queries} charged queries: {counts['released']} released, {counts['failed']} failed "
+                   f"after the charge, {counts['reserved']} reserved (running or interrupted; spent); "
+                   f"{replays} repeat(s) answered again at no cost")
+        out.append("history:")
+        out.append(render_table(["id", "time", "status", "epsilon", "delta", "replays", "sql", "plan"], [
+            (c.id, c.time, c.status, _amount(c.epsilon), _amount(c.delta), c.replays, c.sql, c.plan)
+            for c in state.history]).rstrip())
+    return "\n".join(out) + "\n"
+
 
 def to_json_value(value: Any) -> Any:
     """Convert one result cell to a JSON value; numbers stay numbers.

@@ -16,8 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 from . import noise
-from .budget import Accountant, Budget
+from .budget import Budget
 from .errors import DpsqlError, ExecutionError, InvalidParameter, PolicyError
+from . import ledger as ledgers
 from .parse import parse
 from .plan import Plan, build_plan
 from .policy import Policy, load_policy
@@ -104,11 +105,12 @@ class PrivateConnection:
     Use ``dpsql.connect`` to make one.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, policy: Policy, accountant: Accountant,
-                 rng: np.random.Generator | noise.RandomSource | None = None):
+    def __init__(self, con: duckdb.DuckDBPyConnection, policy: Policy, ledger: ledgers.Ledger,
+                 rng: np.random.Generator | noise.RandomSource | None = None, *, data_version: str | None = None):
         self._con = con
         self.policy = policy
-        self._accountant = accountant
+        self._ledger = ledger
+        self._data_version = data_version or ledgers.connection_data_version()
         self._source = noise.as_random_source(rng)
         self._lock = threading.Lock()
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
@@ -144,27 +146,51 @@ class PrivateConnection:
         """
         return self.plan(sql, epsilon, delta)
 
-    def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None) -> Result:
+    def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
+            fresh: bool = False) -> Result:
         """Answer one aggregate query with differential privacy.
+
+        The cost is recorded in the ledger before the query runs. An identical query already answered
+        (same normalised SQL, epsilon, delta, policy and data version) gets that same answer back at
+        no cost (``result.replayed``): averaging repeats gains nothing.
 
         Args:
             sql: one SELECT in the dpsql dialect (see grammar/).
             epsilon, delta: this query's budget; default from the policy.
+            fresh: draw new noise and pay, even if an identical query was answered before.
         Returns:
             Result, materialised once; ``.plan`` is the Plan that was charged.
         Raises:
-            DpsqlError: refused (nothing spent); BudgetExceeded (nothing spent); ExecutionError (spent).
+            DpsqlError: refused (nothing spent); BudgetExceeded (nothing spent); LedgerError (the
+            ledger is foreign, locked or corrupt: nothing spent); ExecutionError (spent).
         Example:
             >>> db.sql("SELECT sex, AVG(income) FROM people GROUP BY sex", epsilon=0.5).fetchall()  # doctest: +SKIP
         """
+        if not isinstance(fresh, bool):
+            raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
         plan = self.plan(sql, epsilon, delta)
-        self._accountant.charge(plan)
+        cost = self._ledger.cost(plan)
+        normalised = ledgers.normalise_sql(sql)
+        ticket = self._ledger.reserve(
+            cost, sql=normalised[0], plan=ledgers.plan_summary(plan), fresh=fresh, data_version=self._data_version,
+            replay_key=ledgers.replay_key(normalised, cost, self._ledger.identity, self._data_version))
+        if ticket.replayed:
+            result = Result(ticket.answer, plan)
+            result.replayed = True
+            return result
         try:
             table = self._con.sql(plan.rewritten_sql).to_arrow_table()
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError):
             # No engine detail: it could depend on the data. The spend stays recorded.
+            self._ledger.fail(ticket)
             raise ExecutionError("DP900", "the query failed while running; its budget stays spent") from None
-        return Result(table, plan)
+        except BaseException:
+            self._ledger.fail(ticket)
+            raise
+        self._ledger.release(ticket, table)
+        result = Result(table, plan)
+        result.replayed = False
+        return result
 
     def close(self) -> None:
         """Close the underlying DuckDB connection (dpsql owns it once connected)."""
@@ -178,35 +204,52 @@ class PrivateConnection:
 
     @property
     def budget(self) -> Budget:
-        """Total, spent and remaining (epsilon, delta)."""
-        return self._accountant.budget
+        """Total, spent and remaining (epsilon, delta), and the ledger's per-query history."""
+        return self._ledger.budget()
 
 
 def connect(con_or_path, policy: str | Path | Mapping, ledger=None,
-            rng: np.random.Generator | noise.RandomSource | None = None) -> PrivateConnection:
+            rng: np.random.Generator | noise.RandomSource | None = None, *,
+            data_version: str | None = None) -> PrivateConnection:
     """Open a differentially private connection over a DuckDB database.
 
     Args:
         con_or_path: a ``duckdb`` connection (handed over: dpsql locks it down) or a database file path
             (opened read-only).
         policy: the data owner's policy, a YAML path or a dict (see design.md).
-        ledger: where spent budget is recorded; None keeps it in memory for this connection.
+        ledger: the SQLite file that records every spend, across processes and crashes. Default for a
+            database path: ``<db file>.dpsql-ledger.sqlite`` beside it. A connection object has no
+            file, so it needs ``ledger=`` a path, or ``":memory:"`` (this connection only).
         rng: trusted callers only (tests): a seeded ``numpy.random.Generator``; default the OS CSPRNG.
+        data_version: names the data behind a connection object, so identical queries are replayed
+            across connections to the same data; default a per-connection token (a database path
+            derives it from the file).
     Raises:
         PolicyError: the policy is invalid or does not match the database.
+        LedgerError: no ledger for a connection object (DP403), or the ledger belongs to another
+            policy (DP404), is locked (DP405) or is corrupt (DP406).
     Example:
         >>> db = dpsql.connect("people.duckdb", policy="policy.yaml")  # doctest: +SKIP
     """
     pol = load_policy(policy)
+    is_path = not isinstance(con_or_path, duckdb.DuckDBPyConnection)
+    if ledger is None and not is_path:
+        raise ledgers.LedgerError(
+            "DP403", "a DuckDB connection object has no database file to keep the budget ledger beside",
+            hint="pass ledger=\"budget.sqlite\" (persistent) or ledger=\":memory:\" (this connection only: "
+                 "the budget starts afresh with every connection)")
+    if data_version is not None and not isinstance(data_version, str):
+        raise InvalidParameter("DP401", f"data_version must be a string, got {data_version!r}")
+    book = ledgers.Ledger(ledgers.default_ledger_path(con_or_path) if ledger is None else ledger, pol)
     con = _open(con_or_path)
     try:
         pol = bind_schema(pol, con)
     except duckdb.Error as e:
         raise PolicyError("DP502", f"cannot read the database schema: {e}") from None
     _lock_down(con)
-    if ledger not in (None, ":memory:"):
-        raise InvalidParameter("DP401", "persistent ledgers are not available yet: pass ledger=None")
-    return PrivateConnection(con, pol, Accountant(pol.budget_epsilon, pol.budget_delta), rng)
+    if is_path and data_version is None:
+        data_version = ledgers.file_data_version(con_or_path)   # read after the read-only open
+    return PrivateConnection(con, pol, book, rng, data_version=data_version)
 
 
 __all__ = ["connect", "PrivateConnection", "Result", "DpsqlError"]

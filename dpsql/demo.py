@@ -234,7 +234,7 @@ def _examples(owner: duckdb.DuckDBPyConnection, policy_path: Path, db_path: Path
     for _, sql, *_ in EXAMPLES:
         cursor = owner.execute(sql)
         exact.append(cursor.fetchall())
-    db = dpsql.connect(owner, policy=str(policy_path))
+    db = dpsql.connect(owner, ledger=":memory:", policy=str(policy_path))
     results = []
     for number, ((title, sql, epsilon, delta, n_keys), exact_rows) in enumerate(
             zip(EXAMPLES, exact), start=1):

@@ -46,7 +46,9 @@ def output_line(plan: Plan, index: int) -> str:
     o = plan.outputs[index]
     hidden = "  (for HAVING/ORDER BY, not shown)" if o.hidden else ""
     if o.kind == "key":
-        return f"  {o.name} = public key {o.column}{hidden}"
+        return f"  {o.name} = group key {plan.group_keys[o.key_index].label}{hidden}"
+    if o.kind == "expr":
+        return f"  {o.name} = {o.expression.sql(dialect='duckdb')}{hidden}"
     ms = o.measurements
     if o.kind == "avg":
         return f"  {o.name} = {ms[0]} / max({ms[1]}, 1), clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}"
@@ -60,8 +62,10 @@ def explain_text(plan: Plan) -> str:
              f"table {t.name}: {unit}; L = {plan.max_groups} partition(s) per unit, "
              f"C = {plan.max_rows} row(s) per unit per partition"]
     if plan.group_keys:
-        keys = ", ".join(f"{k.column} ({len(k.keys)} public keys)" for k in plan.group_keys)
-        lines.append(f"groups: {keys}: {plan.partitions} partition(s), every one released")
+        keys = ", ".join(f"{k.label} ({len(k.columns[0].keys)} public keys)" if k.column else
+                         f"{k.label} (its values over the public keys of {', '.join(c.name for c in k.columns)})"
+                         for k in plan.group_keys)
+        lines.append(f"groups: {keys}: <= {plan.partitions} partition(s), every one released")
     lines.append(f"budget: epsilon {plan.epsilon:.6g}, delta {plan.delta:g}")
     lines.append("measurements:")
     for m in plan.measurements:

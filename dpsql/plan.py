@@ -15,7 +15,6 @@ outputs are keys or post-processing of measurements (free).
 """
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -26,7 +25,7 @@ from .errors import InternalError, InvalidParameter
 from .policy import TablePolicy
 from .options import aggregate_bounds
 from .sensitivity import count_sensitivity, granularity, grid_bound, sum_sensitivity, unit_total_sensitivity
-from .validate import AGGREGATES, Scope, group_keys, name_of
+from .validate import AGGREGATES, Scope, group_keys, is_key, name_of
 
 CONFIDENCE = 0.95
 
@@ -77,9 +76,11 @@ class Measurement:
 class Output:
     """One released column: a group key, or post-processing of measurements."""
     name: str                     # the name the user sees
-    kind: str                     # "key", "count", "count_col", "sum", "avg"
+    kind: str                     # "key", "count", "count_col", "sum", "avg", "expr"
     column: str | None
     measurements: tuple[str, ...] = ()
+    key_index: int | None = None  # kind "key": which GROUP BY item
+    expression: exp.Expression | None = None  # kind "expr": over output slots o0, o1, ... and literals
     lower: float | None = None    # AVG is clamped back into these bounds
     upper: float | None = None
     hidden: bool = False          # needed by HAVING/ORDER BY but not selected
@@ -88,10 +89,32 @@ class Output:
 
 
 @dataclass(frozen=True)
-class GroupKey:
-    column: str
+class KeyColumn:
+    """A column with public keys that a GROUP BY item reads."""
+    name: str
     sql_type: str
     keys: tuple
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """A GROUP BY item: a public-key column, or an expression whose groups are its values over the
+    declared keys of the columns it reads (computed from those keys alone, never from the data)."""
+    expression: exp.Expression
+    columns: tuple[KeyColumn, ...]
+
+    @property
+    def column(self) -> str | None:
+        return self.expression.name if isinstance(self.expression, exp.Column) else None
+
+    @property
+    def label(self) -> str:
+        return self.column or self.expression.sql(dialect="duckdb")
+
+    @property
+    def domain_bound(self) -> int:
+        """At most this many groups: one per combination of the columns' keys."""
+        return math.prod(len(c.keys) for c in self.columns)
 
 
 @dataclass(frozen=True)
@@ -114,7 +137,8 @@ class Plan:
 
     @property
     def partitions(self) -> int:
-        return math.prod(len(k.keys) for k in self.group_keys)
+        """An upper bound on the number of GROUP BY partitions."""
+        return math.prod(k.domain_bound for k in self.group_keys)
 
     @property
     def max_groups(self) -> int:
@@ -227,7 +251,8 @@ class _Outputs:
         bounds = aggregate_bounds(agg, self.scope.refuse)
         if hidden:
             for i, o in enumerate(self.items):
-                if (o.kind, o.column, o.per_row, o.per_group) == (kind, column, bounds.per_row, bounds.per_group):
+                if o is not None and (o.kind, o.column, o.per_row, o.per_group) == \
+                        (kind, column, bounds.per_row, bounds.per_group):
                     return i
         col = self.scope.table.columns.get(column) if column else None
         lower, upper = bounds.per_group or bounds.per_row or ((col.lower, col.upper) if col else (None, None))
@@ -251,13 +276,13 @@ def _unique_names(outputs: list[Output]) -> list[Output]:
 
 def _measurements(outputs: list[Output], L: int, C: int, epsilon: float) -> tuple[list[Measurement], list[Output]]:
     """One measurement per distinct noisy quantity; epsilon split equally (sequential composition)."""
-    needed = list(dict.fromkeys(need for o in outputs if o.kind != "key" for need in needs(o)))
+    needed = list(dict.fromkeys(need for o in outputs if o.kind not in ("key", "expr") for need in needs(o)))
     if not needed:
         raise InvalidParameter("DP301", "the query releases no aggregate")
     names = {need: f"m{i}" for i, need in enumerate(needed)}
     measurements = [_measurement(names[need], need, L, C, epsilon / len(needed)) for need in needed]
     outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs(o))})
-               if o.kind != "key" else o for o in outputs]
+               if o.kind not in ("key", "expr") else o for o in outputs]
     return measurements, outputs
 
 
@@ -265,36 +290,49 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     """Plan a validated query: outputs, measurements with sensitivities and noise, post-processing."""
     epsilon, delta = check_budget_parameters(epsilon, delta)
     table = scope.table
-    keys = [GroupKey(col.name, col.sql_type, col.keys) for _, col in group_keys(select, scope)]
+    specs = group_keys(select, scope)
+    keys = [GroupKey(k.expression, tuple(KeyColumn(c.name, c.sql_type, c.keys) for c in k.columns)) for k in specs]
     collected = _Outputs(scope)
     by_alias: dict[str, int] = {}
+    key_slot: dict[int, int] = {}
+
+    def key_index(node: exp.Expression) -> int | None:
+        return next((i for i, k in enumerate(specs) if is_key(node, [k])), None)
+
+    def to_slot(node: exp.Expression) -> exp.Expression:
+        """Rewrite an expression over released outputs only: aggregates, keys, aliases become slots."""
+        if isinstance(node, AGGREGATES):
+            return exp.column(f"o{collected.aggregate(node, None, hidden=True)}")
+        index = key_index(node)
+        if index is not None:
+            if index not in key_slot:
+                key_slot[index] = collected.add(Output(name=keys[index].label, kind="key", column=keys[index].column,
+                                                       key_index=index, hidden=True))
+            return exp.column(f"o{key_slot[index]}")
+        if isinstance(node, exp.Column) and not node.table and name_of(node) in by_alias:
+            return exp.column(f"o{by_alias[name_of(node)]}")
+        return node
+
     for item in select.expressions:
         node = item.unalias()
         alias = item.alias if isinstance(item, exp.Alias) else None
+        index = key_index(node)
         if isinstance(node, AGGREGATES):
-            index = collected.aggregate(node, alias, hidden=False)
+            slot = collected.aggregate(node, alias, hidden=False)
+        elif index is not None:
+            slot = collected.add(Output(name=alias or (node.name if isinstance(node, exp.Column) else node.sql()),
+                                        kind="key", column=keys[index].column, key_index=index))
+            key_slot.setdefault(index, slot)
         else:
-            column = name_of(node)
-            index = collected.add(Output(name=alias or node.name, kind="key", column=column))
+            slot = len(collected.items)
+            collected.items.append(None)  # keep SELECT order: hidden slots go after it
+            collected.items[slot] = Output(name=alias or node.sql(), kind="expr", column=None,
+                                           expression=node.copy().transform(to_slot))
         if alias:
-            by_alias[alias.lower()] = index
-    visible = list(range(len(collected.items)))
-    key_slot = {}
-    for key in keys:
-        found = [i for i in visible if collected.items[i].kind == "key" and collected.items[i].column == key.column]
-        key_slot[key.column] = found[0] if found else collected.add(Output(name=key.column, kind="key",
-                                                                         column=key.column, hidden=True))
-
-    def to_slot(node: exp.Expression) -> exp.Expression:
-        """Rewrite a HAVING/ORDER BY expression over released outputs only."""
-        if isinstance(node, AGGREGATES):
-            return exp.column(f"o{collected.aggregate(node, None, hidden=True)}")
-        if isinstance(node, exp.Column):
-            name = name_of(node)
-            if not node.table and name in by_alias:
-                return exp.column(f"o{by_alias[name]}")
-            return exp.column(f"o{key_slot[name]}")
-        return node
+            by_alias[alias.lower()] = slot
+    visible = [i for i, o in enumerate(collected.items) if not o.hidden]
+    for index in range(len(keys)):
+        to_slot(specs[index].expression)   # every key gets a slot: the output is every group
 
     having = select.args.get("having")
     having = having.this.copy().transform(to_slot) if having is not None else None
@@ -306,7 +344,7 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
             index = int(target.this)
             if not 1 <= index <= len(visible):
                 raise scope.refuse("DP307", f"ORDER BY {index}: there is no output column {index}", target)
-            slot = f"o{index - 1}"
+            slot = f"o{visible[index - 1]}"
         else:
             slot_expr = target.copy().transform(to_slot)
             if not isinstance(slot_expr, exp.Column):
@@ -314,7 +352,7 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
             slot = slot_expr.name
         order.append((slot, bool(ordered.args.get("desc"))))
     if not order_clause:
-        order = [(f"o{key_slot[k.column]}", False) for k in keys]
+        order = [(f"o{key_slot[i]}", False) for i in range(len(keys))]
 
     outputs = _unique_names(collected.items)
     L = 1 if table.row_level else (scope.options.max_groups or table.max_groups_per_unit)
@@ -326,8 +364,3 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
                 group_keys=tuple(keys), measurements=tuple(measurements), outputs=tuple(outputs),
                 having=having, order=tuple(order), limit=limit, offset=offset,
                 epsilon=epsilon, delta=0.0, max_groups_option=scope.options.max_groups)
-
-
-def key_rows(plan: Plan) -> list[tuple]:
-    """Every combination of public keys: the output rows of a GROUP BY, empty groups included."""
-    return list(itertools.product(*(k.keys for k in plan.group_keys)))

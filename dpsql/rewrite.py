@@ -28,6 +28,7 @@ from fractions import Fraction
 from sqlglot import exp
 
 from .plan import Measurement, Plan
+from .validate import has_scalar_functions
 
 DIALECT = "duckdb"
 
@@ -94,18 +95,30 @@ def key_literal(value, sql_type: str) -> exp.Expression:
     return cast(exp.Literal.string(text), sql_type)
 
 
+def key_columns(plan: Plan) -> list:
+    """The distinct public-key columns the GROUP BY items read."""
+    return list({c.name: c for k in plan.group_keys for c in k.columns}.values())
+
+
 def key_filter(plan: Plan) -> list[exp.Expression]:
     """Rows whose key is not declared public are dropped (so NULL keys too)."""
-    return [exp.In(this=col(k.column), expressions=[key_literal(v, k.sql_type) for v in k.keys])
-            for k in plan.group_keys]
+    return [exp.In(this=col(c.name), expressions=[key_literal(v, c.sql_type) for v in c.keys])
+            for c in key_columns(plan)]
+
+
+def quoted(node: exp.Expression) -> exp.Expression:
+    """A validated user expression with its columns unqualified and quoted (one table: unambiguous)."""
+    return node.copy().transform(lambda n: col(n.name.lower()) if isinstance(n, exp.Column) else n)
+
+
+def safe(node: exp.Expression) -> exp.Expression:
+    """TRY(node) when it has scalar functions: an error on some row becomes NULL, never a failure."""
+    return exp.Anonymous(this="TRY", expressions=[node]) if has_scalar_functions(node) else node
 
 
 def user_where(plan: Plan) -> exp.Expression | None:
-    """The validated WHERE with columns unqualified and quoted (one table, so unambiguous)."""
-    if plan.where is None:
-        return None
-    return plan.where.copy().transform(
-        lambda n: col(n.name.lower()) if isinstance(n, exp.Column) else n)
+    """The validated WHERE; a row where it fails is a row where it is NULL: excluded."""
+    return safe(quoted(plan.where)) if plan.where is not None else None
 
 
 def conjunction(conditions: list[exp.Expression]) -> exp.Expression | None:
@@ -132,7 +145,7 @@ def value_column(m: Measurement) -> str:
 
 def rows_cte(plan: Plan) -> exp.Select:
     """__rows: the private table filtered, keys renamed k0.., values clamped and quantised."""
-    projections = [alias(col(k.column), name) for k, name in zip(plan.group_keys, key_names(plan))]
+    projections = [alias(safe(quoted(k.expression)), name) for k, name in zip(plan.group_keys, key_names(plan))]
     if not plan.table.row_level:
         projections.insert(0, alias(col(plan.table.privacy_unit), "__unit"))
     for m in plan.measurements:
@@ -222,15 +235,26 @@ def agg_cte(plan: Plan, source: str) -> exp.Select:
     return select(*keys, *values, source=source, group=[k.copy() for k in keys])
 
 
+def key_domain(key, name: str) -> exp.Select:
+    """The groups of one GROUP BY item: its values over the declared keys of the columns it reads.
+
+    Computed in SQL from literals alone (no table is read), so the set of groups released is public.
+    """
+    parts = [exp.Subquery(this=exp.select(alias(exp.Unnest(expressions=[exp.Array(
+                 expressions=[key_literal(v, c.sql_type) for v in c.keys])]), c.name)),
+                          alias=exp.TableAlias(this=ident(f"__c{i}"))) for i, c in enumerate(key.columns)]
+    query = exp.select(alias(safe(quoted(key.expression)), name)).from_(parts[0])
+    for part in parts[1:]:
+        query = query.join(part, join_type="CROSS")
+    return query.distinct() if key.column is None else query
+
+
 def keys_source(plan: Plan) -> exp.Expression:
-    """Every public key combination, as a cross product of UNNESTed key lists."""
-    parts = []
-    for k, name in zip(plan.group_keys, key_names(plan)):
-        values = exp.Array(expressions=[key_literal(v, k.sql_type) for v in k.keys])
-        parts.append(exp.Subquery(this=exp.select(alias(exp.Unnest(expressions=[values]), name)),
-                                  alias=exp.TableAlias(this=ident(f"__keys_{name}"))))
-    source = parts[0]
-    query = exp.select(*[col(n) for n in key_names(plan)]).from_(source)
+    """Every combination of the GROUP BY items' groups: the output rows, empty groups included."""
+    names = key_names(plan)
+    parts = [exp.Subquery(this=key_domain(k, n), alias=exp.TableAlias(this=ident(f"__keys_{n}")))
+             for k, n in zip(plan.group_keys, names)]
+    query = exp.select(*[col(n) for n in names]).from_(parts[0])
     for part in parts[1:]:
         query = query.join(part, join_type="CROSS")
     return query
@@ -264,7 +288,12 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
     """Post-processing of released measurements into one output column."""
     o = plan.outputs[index]
     if o.kind == "key":
-        return col(f"k{[k.column for k in plan.group_keys].index(o.column)}")
+        return col(f"k{o.key_index}")
+    if o.kind == "expr":
+        slots = {plan.slot(other): i for i, other in enumerate(plan.outputs)}
+        inlined = o.expression.copy().transform(
+            lambda n: output_value(plan, slots[n.name]) if isinstance(n, exp.Column) and n.name in slots else n)
+        return safe(inlined)
     ms = [plan.measurement(n) for n in o.measurements]
     if o.kind in ("count", "count_col"):
         return col(ms[0].name)
@@ -280,8 +309,10 @@ def final_select(plan: Plan) -> exp.Select:
     slots = [plan.slot(o) for o in plan.outputs]
     query = exp.select(*[alias(col(plan.slot(o)), o.name) for o in plan.visible_outputs]).from_("__out")
     if plan.having is not None:
-        query = query.where(plan.having.copy().transform(
-            lambda n: col(n.name) if isinstance(n, exp.Column) and n.name in slots else n))
+        # On released values only, but it may still compare a key with a number: never an error.
+        condition = plan.having.copy().transform(
+            lambda n: col(n.name) if isinstance(n, exp.Column) and n.name in slots else n)
+        query = query.where(exp.Anonymous(this="TRY", expressions=[condition]))
     if plan.order:
         query = query.order_by(*[exp.Ordered(this=col(slot), desc=desc, nulls_first=False)
                                  for slot, desc in plan.order])

@@ -25,13 +25,35 @@ from .schema import is_numeric, is_string
 
 AGGREGATES = (exp.Count, exp.Sum, exp.Avg)
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+# Deterministic scalar functions and operators. Any error they could raise on some row (overflow,
+# division by zero, a failing cast, a bad date) becomes NULL: the rewrite wraps them in TRY(), so
+# whether a query succeeds never depends on the data. Functions whose output size the data could
+# blow up (repeat, lpad), volatile or side-effecting ones (random, now, setseed, nextval) and
+# anything reading outside the tables (read_csv, getenv, current_setting) are not here.
+SCALAR_NODES = (
+    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Abs, exp.Sign, exp.Round, exp.Floor,
+    exp.Ceil, exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow, exp.Greatest, exp.Least, exp.Coalesce,
+    exp.Nullif, exp.Case, exp.If, exp.Cast, exp.TryCast, exp.DataType, exp.Lower, exp.Upper,
+    exp.Length, exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.Like, exp.ILike, exp.StartsWith,
+    exp.Contains, exp.Left, exp.Right, exp.Replace, exp.Year, exp.Month, exp.Day, exp.Quarter,
+    exp.DayOfWeek, exp.DayOfYear, exp.Extract, exp.Var, exp.TimestampTrunc, exp.DateTrunc, exp.IsNan,
+    exp.IsInf, exp.RegexpLike,  # DuckDB's regexes are RE2: linear time, no catastrophic backtracking
+)
+CAST_TYPES = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "HUGEINT", "FLOAT", "DOUBLE",
+              "DECIMAL", "VARCHAR", "TEXT", "CHAR", "DATE", "TIMESTAMP", "TIME", "UTINYINT",
+              "USMALLINT", "UINT", "UBIGINT"}
 # Every node type a query may contain; anything else is refused (DP102/DP103/DP204/DP303).
 ALLOWED_NODES = (
     exp.Select, exp.From, exp.Table, exp.TableAlias, exp.Identifier, exp.Column, exp.Star,
     exp.Where, exp.Group, exp.Having, exp.Order, exp.Ordered, exp.Limit, exp.Offset, exp.Alias,
     exp.And, exp.Or, exp.Not, exp.Paren, exp.In, exp.Between, exp.Is, exp.Null, exp.Literal,
-    exp.Boolean, exp.Neg, exp.Distinct, *COMPARISONS, *AGGREGATES,
+    exp.Boolean, exp.Neg, exp.Distinct, *COMPARISONS, *AGGREGATES, *SCALAR_NODES,
 )
+
+
+def has_scalar_functions(node: exp.Expression | None) -> bool:
+    """Whether evaluating ``node`` on a row could raise: then the rewrite wraps it in TRY()."""
+    return node is not None and any(isinstance(n, SCALAR_NODES) for n in node.walk())
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,10 @@ def allowed_nodes(select: exp.Select, scope: Scope) -> None:
             fname = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
             raise scope.refuse("DP103", f"function {fname.upper()} is not allowed", node)
         raise scope.refuse("DP102", f"{name} is not supported in the dpsql dialect", node)
+    for cast in select.find_all(exp.Cast, exp.TryCast):
+        target = cast.to.this.name if hasattr(cast.to.this, "name") else str(cast.to.this)
+        if cast.to.expressions or target.upper() not in CAST_TYPES:
+            raise scope.refuse("DP102", f"CAST to {cast.to.sql()} is not supported", cast)
 
 
 def one_private_table(select: exp.Select, scope: Scope) -> None:
@@ -117,8 +143,8 @@ def known_columns(select: exp.Select, scope: Scope) -> None:
         if col.table and col.table.lower() not in qualifiers:
             raise scope.refuse("DP202", f"unknown table or alias {col.table!r} in {col.sql()}", col)
         name = name_of(col)
-        in_post = col.find_ancestor(exp.Having, exp.Order) is not None
-        if in_post and not col.table and name in aliases:
+        in_post = col.find_ancestor(exp.Having, exp.Order, exp.Group) is not None
+        if in_post and not col.table and name in aliases and name not in scope.table.columns:
             continue
         if name not in scope.table.columns:
             raise scope.refuse("DP202", f"unknown column {col.name!r} in table {scope.table.name!r}", col,
@@ -130,7 +156,8 @@ def no_identifiers(select: exp.Select, scope: Scope) -> None:
     aliases = output_aliases(select)
     for col in columns_in(select):
         name = name_of(col)
-        if col.find_ancestor(exp.Having, exp.Order) is not None and not col.table and name in aliases:
+        if col.find_ancestor(exp.Having, exp.Order, exp.Group) is not None and not col.table \
+                and name in aliases and name not in scope.table.columns:
             continue
         if scope.table.is_identifier(name):
             raise scope.refuse("DP203", f"column {col.name!r} identifies a person and cannot be used", col,
@@ -199,11 +226,29 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
             raise scope.refuse("DP302", f"{fname}({arg.name}): column {arg.name!r} is not numeric", agg)
 
 
-def group_keys(select: exp.Select, scope: Scope) -> list[tuple[exp.Expression, ColumnPolicy]]:
-    """The GROUP BY columns with their policies; ordinals resolve to SELECT expressions."""
+@dataclass(frozen=True)
+class KeySpec:
+    """One GROUP BY item: a column or an expression over columns, all with public keys."""
+    node: exp.Expression            # where it was written (for errors)
+    expression: exp.Expression      # the column or expression grouped on
+    columns: tuple[ColumnPolicy, ...]
+
+    @property
+    def column(self) -> str | None:
+        """The column name, when the key is a plain column."""
+        return name_of(self.expression) if isinstance(self.expression, exp.Column) else None
+
+
+def _unqualified(node: exp.Expression) -> exp.Expression:
+    return node.copy().transform(lambda n: exp.column(name_of(n)) if isinstance(n, exp.Column) else n)
+
+
+def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
+    """The GROUP BY items; an ordinal or an output alias stands for that SELECT expression."""
     group = select.args.get("group")
     if group is None:
         return []
+    aliases = {e.alias.lower(): e.unalias() for e in select.expressions if isinstance(e, exp.Alias)}
     keys = []
     for item in group.expressions:
         node = item
@@ -212,40 +257,63 @@ def group_keys(select: exp.Select, scope: Scope) -> list[tuple[exp.Expression, C
             if not 1 <= index <= len(select.expressions):
                 raise scope.refuse("DP102", f"GROUP BY {index}: there is no output column {index}", item)
             node = select.expressions[index - 1].unalias()
-        if not isinstance(node, exp.Column):
-            raise scope.refuse("DP304", "GROUP BY takes columns with public keys", item)
-        keys.append((item, scope.table.columns[name_of(node)]))
+        elif isinstance(item, exp.Column) and not item.table and name_of(item) not in scope.table.columns \
+                and name_of(item) in aliases:
+            node = aliases[name_of(item)]
+        if isinstance(node, exp.Literal) or not list(columns_in(node)):
+            raise scope.refuse("DP304", "GROUP BY takes columns, or expressions of columns, with public keys", item)
+        cols = tuple(dict.fromkeys(scope.table.columns[name_of(c)] for c in columns_in(node)))
+        keys.append(KeySpec(node=item, expression=_unqualified(node), columns=cols))
     return keys
 
 
 def group_keys_public(select: exp.Select, scope: Scope) -> None:
-    """GROUP BY only columns whose keys the policy declares public (DP304)."""
+    """GROUP BY only columns whose keys the policy declares public, or expressions of them (DP304).
+
+    An expression's groups are its values over the declared keys, computed from public data only.
+    """
     seen = set()
-    for item, col in group_keys(select, scope):
-        if col.keys is None:
-            raise scope.refuse(
-                "DP304", f"GROUP BY {col.name}: keys are not public, so the groups themselves could reveal a person",
-                item, hint=f"declare `keys` for {col.name!r} in the policy (partition selection with delta > 0 "
-                           "comes in a later version)", cls=PrivacyViolation)
-        if col.name in seen:
-            raise scope.refuse("DP304", f"GROUP BY {col.name} appears twice", item)
-        seen.add(col.name)
+    for key in group_keys(select, scope):
+        for col in key.columns:
+            if col.keys is None:
+                raise scope.refuse(
+                    "DP304", f"GROUP BY {col.name}: keys are not public, so the groups themselves could reveal "
+                    "a person", key.node, hint=f"declare `keys` for {col.name!r} in the policy (partition "
+                    "selection with delta > 0 comes in a later version)", cls=PrivacyViolation)
+        if any(isinstance(n, AGGREGATES) for n in key.expression.walk()):
+            raise scope.refuse("DP305", "aggregate in GROUP BY", key.node)
+        text = key.expression.sql()
+        if text in seen:
+            raise scope.refuse("DP304", f"GROUP BY {text} appears twice", key.node)
+        seen.add(text)
+
+
+def is_key(node: exp.Expression, keys: list[KeySpec]) -> bool:
+    """Whether ``node`` (outside any aggregate) is one of the GROUP BY keys, written the same way."""
+    text = _unqualified(node).sql()
+    return any(k.expression.sql() == text for k in keys)
 
 
 def outputs_are_aggregates_or_keys(select: exp.Select, scope: Scope) -> None:
-    """Each output is an aggregate or a GROUP BY key, optionally aliased: no raw values (DP301)."""
-    keys = {col.name for _, col in group_keys(select, scope)}
+    """Each output is an aggregate, a GROUP BY key, or post-processing of those: no raw values (DP301)."""
+    keys = group_keys(select, scope)
     for item in select.expressions:
-        node = item.unalias()
-        if isinstance(node, AGGREGATES):
-            continue
-        if isinstance(node, exp.Column) and name_of(node) in keys:
-            continue
-        if isinstance(node, exp.Column):
-            raise scope.refuse("DP301", f"column {node.name!r} is neither aggregated nor a GROUP BY key", node,
-                               hint="wrap it in an aggregate or add it to GROUP BY (with public keys)",
-                               cls=PrivacyViolation)
-        raise scope.refuse("DP301", "each output must be an aggregate or a GROUP BY key", node)
+        _released_only(item.unalias(), keys, scope, "SELECT")
+
+
+def _released_only(node: exp.Expression, keys: list[KeySpec], scope: Scope, clause: str,
+                   aliases: set[str] = frozenset()) -> None:
+    """Every column in ``node`` sits inside an aggregate, inside a key, or names an output alias."""
+    if isinstance(node, AGGREGATES) or is_key(node, keys):
+        return
+    if isinstance(node, exp.Column):
+        if not node.table and name_of(node) in aliases:
+            return
+        raise scope.refuse("DP301", f"column {node.name!r} in {clause} is neither aggregated nor a GROUP BY key",
+                           node, hint="wrap it in an aggregate or add it to GROUP BY (with public keys)",
+                           cls=PrivacyViolation)
+    for child in node.iter_expressions():
+        _released_only(child, keys, scope, clause, aliases)
 
 
 def _literal_kind(node: exp.Expression) -> str | None:
@@ -292,7 +360,8 @@ def predicates_type_safe(select: exp.Select, scope: Scope) -> None:
             elif _literal_kind(op) in ("number", "string", "boolean", "null"):
                 kinds.append((_literal_kind(op), op))
             else:
-                raise scope.refuse("DP306", "WHERE compares columns and literals only", op)
+                kinds = []   # an expression: evaluated under TRY(), a failure is a NULL, not an error
+                break
         real = {k for k, _ in kinds if k != "null"}
         if len(real) > 1:
             raise scope.refuse("DP306", f"type mismatch in {pred.sql()}: compares {' and '.join(sorted(real))}",
@@ -311,16 +380,14 @@ def post_clauses(select: exp.Select, scope: Scope) -> None:
             value = clause.expression
             if not (isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()):
                 raise scope.refuse("DP307", f"{key.upper()} takes a whole-number literal", clause)
-    keys = {col.name for _, col in group_keys(select, scope)}
+    keys = group_keys(select, scope)
     aliases = output_aliases(select)
-    for clause in (select.args.get("having"), select.args.get("order")):
-        if clause is None:
-            continue
-        for col in columns_in(clause):
-            name = name_of(col)
-            if col.find_ancestor(*AGGREGATES) is None and name not in keys and name not in aliases:
-                raise scope.refuse("DP301", f"column {col.name!r} in {type(clause).__name__.upper()} "
-                                   "is neither aggregated, a GROUP BY key nor an output", col, cls=PrivacyViolation)
+    having = select.args.get("having")
+    if having is not None:
+        _released_only(having.this, keys, scope, "HAVING", aliases)
+    order = select.args.get("order")
+    for ordered in (order.expressions if order else []):
+        _released_only(ordered.this, keys, scope, "ORDER BY", aliases)
 
 
 VALIDATION_RULES = (

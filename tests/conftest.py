@@ -72,7 +72,7 @@ def raw():
 @pytest.fixture
 def db(raw, policy):
     """A private connection over ``raw`` with a seeded generator (trusted test API)."""
-    return dpsql.connect(raw, policy=policy, rng=np.random.default_rng(20261125))
+    return dpsql.connect(raw, ledger=":memory:", policy=policy, rng=np.random.default_rng(20261125))
 
 
 def refusal(db, sql, **kw):

@@ -149,7 +149,8 @@ def test_query_over_budget_with_ledger_is_refused(runner, files, tmp_path):
     if first.exit_code == 2 and "persistent ledgers are not available yet" in first.stderr:
         pytest.xfail("the core has no persistent ledger yet (connect raises DP401 for a path)")
     assert first.exit_code == 0, first.stderr
-    second = invoke(runner, "query", COUNT_BY_SEX, *files, "--epsilon", "6", "--ledger", ledger)
+    # --fresh: an identical query would otherwise be replayed at no cost (issue #4).
+    second = invoke(runner, "query", COUNT_BY_SEX, *files, "--epsilon", "6", "--ledger", ledger, "--fresh")
     assert second.exit_code == 2
     assert "error[DP402]" in second.stderr
     assert second.stdout == ""

@@ -160,7 +160,7 @@ def test_policy_is_accepted_by_dpsql(built):
     path, _ = built
     con = duckdb.connect(str(path), read_only=True)
     try:
-        db = dpsql.connect(con, policy=str(path.parent / "policy.yaml"))
+        db = dpsql.connect(con, ledger=":memory:", policy=str(path.parent / "policy.yaml"))
         assert "visits" in str(db.explain("SELECT clinic, COUNT(*) AS n FROM visits GROUP BY clinic"))
         assert db.budget.spent_epsilon == 0
     finally:

@@ -87,7 +87,7 @@ def test_unreadable_or_malformed_file(tmp_path):
 ])
 def test_policy_checked_against_the_schema(path, value, message):
     with pytest.raises(PolicyError, match=message) as info:
-        dpsql.connect(make_database(), policy=broken(path, value))
+        dpsql.connect(make_database(), ledger=":memory:", policy=broken(path, value))
     assert info.value.code == "DP502"
 
 

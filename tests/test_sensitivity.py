@@ -67,7 +67,7 @@ def plan_for(unit, L, C, lower, upper, sql):
     policy = {"budget": {"epsilon": 10}, "tables": {"t": {
         "privacy_unit": unit, "max_groups_per_unit": L, "max_rows_per_unit": C,
         "columns": {"grp": {"keys": KEYS}, "v": {"lower": lower, "upper": upper}}}}}
-    return dpsql.connect(con, policy=policy).explain(sql, epsilon=1.0)
+    return dpsql.connect(con, ledger=":memory:", policy=policy).explain(sql, epsilon=1.0)
 
 
 QUERIES = [

@@ -24,7 +24,7 @@ def connection(unit="row", L=1, C=1, lower=0.0, upper=10.0, seed=7):
         "privacy_unit": unit, "max_groups_per_unit": L, "max_rows_per_unit": C,
         "columns": {"k": {"keys": list(range(GROUPS))}, "v": {"lower": lower, "upper": upper}}}}}
     exact = dict(con.execute("SELECT k, COUNT(*) FROM t GROUP BY k").fetchall())
-    return dpsql.connect(con, policy=policy, rng=np.random.default_rng(seed)), exact
+    return dpsql.connect(con, ledger=":memory:", policy=policy, rng=np.random.default_rng(seed)), exact
 
 
 def chi_squared_p(draws: np.ndarray, scale: float) -> float:
@@ -94,7 +94,7 @@ def test_the_same_seed_gives_the_same_answers_and_a_new_connection_new_noise():
     c, _ = connection(seed=2)
     sql = "SELECT k, COUNT(*) FROM t GROUP BY k"
     assert a.sql(sql).fetchall() == b.sql(sql).fetchall()
-    assert a.sql(sql).fetchall() != c.sql(sql).fetchall()
+    assert a.sql(sql, fresh=True).fetchall() != c.sql(sql, fresh=True).fetchall()
 
 
 def test_default_noise_comes_from_the_os_and_is_not_reproducible():
@@ -102,7 +102,7 @@ def test_default_noise_comes_from_the_os_and_is_not_reproducible():
     con.execute("CREATE TABLE t AS SELECT range % 200 AS k FROM range(2000)")
     policy = {"budget": {"epsilon": 100}, "tables": {"t": {"privacy_unit": "row",
               "columns": {"k": {"keys": list(range(200))}}}}}
-    db = dpsql.connect(con, policy=policy)
+    db = dpsql.connect(con, ledger=":memory:", policy=policy)
     sql = "SELECT k, COUNT(*) FROM t GROUP BY k"
-    assert db.sql(sql).fetchall() != db.sql(sql).fetchall()
+    assert db.sql(sql, fresh=True).fetchall() != db.sql(sql, fresh=True).fetchall()
     assert isinstance(db._source, noise.SystemRandomSource)
