@@ -39,12 +39,14 @@ _EXACT = decimal.Context(prec=2000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN
 def exact(x) -> Decimal:
     """The exact decimal of a number as the user typed it: ``exact(0.1) == Decimal('0.1')``.
 
-    >>> exact(0.1), exact(1e-6), exact(Decimal("0.25"))
-    (Decimal('0.1'), Decimal('0.000001'), Decimal('0.25'))
+    >>> exact(0.1), exact(1e-6), exact(Decimal("0.25")), exact(100.0)
+    (Decimal('0.1'), Decimal('0.000001'), Decimal('0.25'), Decimal('100'))
     """
     if isinstance(x, Decimal):
         return x
-    return Decimal(repr(float(x))) if x else Decimal(0)
+    value = Decimal(repr(float(x))) if x else Decimal(0)
+    # Whole numbers without a trailing ".0", so messages read "epsilon=100", not "100.0".
+    return value.quantize(Decimal(1), context=_EXACT) if value == value.to_integral_value() else value
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,7 @@ def main():
         dpsql demo
         dpsql query "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex" \\
             --db people.duckdb --policy policy.yaml --epsilon 0.5
+        dpsql budget --policy policy.yaml --db people.duckdb
     """
 
 
@@ -279,7 +280,6 @@ def render_budget(state, exists: bool = True) -> str:
     total      1        1e-06
     spent      0.25     0
     remaining  0.75     1e-06
-    (3 rows)
     """
     note = "" if exists else " (no file yet: nothing spent)"
     out = [f"ledger {state.ledger}{note}"]
@@ -287,17 +287,17 @@ def render_budget(state, exists: bool = True) -> str:
         (label, _amount(eps), _amount(dlt)) for label, eps, dlt in (
             ("total", state.total_epsilon, state.total_delta),
             ("spent", state.spent_epsilon, state.spent_delta),
-            ("remaining", state.remaining_epsilon, state.remaining_delta))]).rstrip())
+            ("remaining", state.remaining_epsilon, state.remaining_delta))]).rstrip().rsplit("\n", 1)[0])
     if state.history:
         counts = {s: sum(c.status == s for c in state.history) for s in ("released", "failed", "reserved")}
         replays = sum(c.replays for c in state.history)
-        out.append(f"{state.queries} charged queries: {counts['released']} released, {counts['failed']} failed "
-                   f"after the charge, {counts['reserved']} reserved (running or interrupted; spent); "
-                   f"{replays} repeat(s) answered again at no cost")
+        out.append(f"charged queries: {state.queries} ({counts['released']} released, {counts['failed']} failed "
+                   f"after the charge, {counts['reserved']} reserved: running or interrupted, counted as spent); "
+                   f"repeats answered again at no cost: {replays}")
         out.append("history:")
         out.append(render_table(["id", "time", "status", "epsilon", "delta", "replays", "sql", "plan"], [
             (c.id, c.time, c.status, _amount(c.epsilon), _amount(c.delta), c.replays, c.sql, c.plan)
-            for c in state.history]).rstrip())
+            for c in state.history]).rstrip().rsplit("\n", 1)[0])
     return "\n".join(out) + "\n"
 
 

@@ -19,6 +19,7 @@ from . import noise
 from .budget import Budget
 from .errors import DpsqlError, ExecutionError, InvalidParameter, PolicyError
 from . import ledger as ledgers
+from .flatten import flatten
 from .parse import parse
 from .plan import Plan, build_plan
 from .policy import Policy, load_policy
@@ -113,6 +114,7 @@ class PrivateConnection:
         self._data_version = data_version or ledgers.connection_data_version()
         self._source = noise.as_random_source(rng)
         self._lock = threading.Lock()
+        self._run_lock = threading.Lock()   # one DuckDB connection runs one query at a time
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         con.create_function(self._noise_function, self._noise_udf,
                             [duckdb.sqltype("BIGINT"), duckdb.sqltype("BIGINT"), duckdb.sqltype("BIGINT")],
@@ -132,7 +134,7 @@ class PrivateConnection:
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None) -> Plan:
         """parse -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
-        statement = parse(sql)
+        statement = flatten(parse(sql), sql)
         scope = validate(statement, sql, self.policy)
         eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
         dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
@@ -179,7 +181,8 @@ class PrivateConnection:
             result.replayed = True
             return result
         try:
-            table = self._con.sql(plan.rewritten_sql).to_arrow_table()
+            with self._run_lock:
+                table = self._con.sql(plan.rewritten_sql).to_arrow_table()
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError):
             # No engine detail: it could depend on the data. The spend stays recorded.
             self._ledger.fail(ticket)

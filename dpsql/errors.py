@@ -27,6 +27,7 @@ class DpsqlError(Exception):
         self.sql = sql
         self.start = start
         self.end = end if end is not None else start
+        self.rule: str | None = None   # the validation rule that refused, set by the validator
         super().__init__(f"[{self.code}] {message}")
 
     @property
@@ -53,6 +54,8 @@ class DpsqlError(Exception):
                     f"{gutter} |",
                     f"{self.line} | {text}",
                     f"{gutter} | {' ' * (self.col - 1)}{'^' * width}"]
+        if self.rule:
+            out.append(f"rule: {self.rule}")
         if self.hint:
             out.append(f"hint: {self.hint}")
         return "\n".join(out)

@@ -60,7 +60,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .budget import BASIC, COMPOSITIONS, Budget, Charge, Cost, check_fits, exact
+from .budget import BASIC, COMPOSITIONS, Budget, Charge, Cost, check_fits
 from .errors import DpsqlError
 from .policy import Policy
 
@@ -159,7 +159,8 @@ def policy_document(policy: Policy) -> dict:
         tables[name] = {"privacy_unit": t.privacy_unit, "max_groups_per_unit": t.max_groups_per_unit,
                         "max_rows_per_unit": t.max_rows_per_unit, "columns": columns}
     return {"version": policy.version, "tables": tables,
-            "budget": {"epsilon": str(exact(policy.budget_epsilon)), "delta": str(exact(policy.budget_delta))}}
+            # Plain floats: JSON prints them as Python's shortest repr, stable across versions.
+            "budget": {"epsilon": float(policy.budget_epsilon), "delta": float(policy.budget_delta)}}
 
 
 def policy_identity(policy: Policy) -> str:

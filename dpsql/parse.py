@@ -70,6 +70,8 @@ def parse(sql: str) -> exp.Expression:
     if len(statements) != 1:
         node = statements[1] if len(statements) > 1 else None
         start, end = span(node)
-        raise UnsupportedConstruct("DP101", f"expected exactly one SELECT statement, got {len(statements)}",
+        err = UnsupportedConstruct("DP101", f"expected exactly one SELECT statement, got {len(statements)}",
                                    sql=sql, start=start, end=end)
+        err.rule = "one_statement"
+        raise err
     return statements[0]

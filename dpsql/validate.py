@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .errors import PrivacyViolation, UnsupportedConstruct
+from .errors import DpsqlError, PrivacyViolation, UnsupportedConstruct
 from .options import QueryOptions, aggregate_bounds, query_options
 from .parse import span
 from .policy import ColumnPolicy, Policy, TablePolicy
@@ -154,7 +154,8 @@ def known_columns(select: exp.Select, scope: Scope) -> None:
 def no_identifiers(select: exp.Select, scope: Scope) -> None:
     """No identifier column (nor the privacy unit) appears anywhere in the query (DP203)."""
     aliases = output_aliases(select)
-    for col in columns_in(select):
+    dropped = [c for node in select.meta.get("dropped", []) for c in columns_in(node)]
+    for col in columns_in(select) + dropped:
         name = name_of(col)
         if col.find_ancestor(exp.Having, exp.Order, exp.Group) is not None and not col.table \
                 and name in aliases and name not in scope.table.columns:
@@ -410,7 +411,11 @@ def validate(select: exp.Expression, sql: str, policy: Policy) -> Scope:
     """Run every rule in order; return the scope (the resolved private table) of an accepted query."""
     scope = Scope(sql=sql, policy=policy)
     for rule in VALIDATION_RULES:
-        rule(select, scope)
+        try:
+            rule(select, scope)
+        except DpsqlError as err:
+            err.rule = err.rule or rule.__name__
+            raise
         if rule is one_private_table:
             table = select.args["from_"].this
             alias = table.alias.lower() if table.alias else None

@@ -334,7 +334,7 @@ def test_a_locked_ledger_fails_closed_and_spends_nothing(files, monkeypatch):
     monkeypatch.setattr(ledgers, "BUSY_TIMEOUT", 0.2)
     db = dpsql.connect(db_path, policy=policy, ledger=ledger)
     db.sql(COUNT)
-    holder = sqlite3.connect(ledger, isolation_level=None)
+    holder = sqlite3.connect(ledger, isolation_level=None, timeout=1)
     holder.execute("BEGIN IMMEDIATE")               # another process mid-charge, for too long
     started = time.monotonic()
     with pytest.raises(LedgerError) as info:
@@ -343,6 +343,7 @@ def test_a_locked_ledger_fails_closed_and_spends_nothing(files, monkeypatch):
     holder.execute("ROLLBACK")
     assert db.budget.spent_epsilon == 0.1 and db.budget.queries == 1
     db.sql(BY_STATE)                                # released: works again
+    db._ledger.close()
     holder.execute("PRAGMA locking_mode = EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")               # not even readable
     with pytest.raises(LedgerError) as info:
@@ -377,7 +378,7 @@ def test_budget_command_table_and_json(files):
     assert lines[3].split() == ["total", "1", "1e-06"]
     assert lines[4].split() == ["spent", "0.25", "0"]
     assert lines[5].split() == ["remaining", "0.75", "1e-06"]
-    assert "1 repeat(s) answered again at no cost" in table.stdout
+    assert "repeats answered again at no cost: 1" in table.stdout
     assert "SELECT state, COUNT(*) AS n" in table.stdout and "released" in table.stdout
     doc = json.loads(runner.invoke(cli.main, ["budget", "--policy", policy, "--ledger", ledger,
                                               "--format", "json"]).stdout)
@@ -407,7 +408,7 @@ def test_threads_share_one_ledger_without_overspending(files):
     db = dpsql.connect(db_path, policy=policy_with(epsilon=0.5), ledger=ledger)
     outcomes = []
 
-    def one():
+    def one():   # one PrivateConnection, many threads: DuckDB runs one query at a time
         try:
             db.sql(COUNT, epsilon=0.1, fresh=True)
             outcomes.append("ok")
@@ -445,9 +446,16 @@ CHILD = textwrap.dedent("""
 
 def _spawn(tmp_path, db_path, policy, ledger, mode):
     script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    return subprocess.Popen([sys.executable, str(script), db_path, policy, ledger, str(tmp_path / "go"), mode],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if not script.exists():   # written once: rewriting it could truncate it under a starting child
+        script.write_text(CHILD)
+    errors = open(tmp_path / f"child-{os.urandom(4).hex()}.err", "w")
+    with errors:   # kept for diagnosis: a child that died on its own shows why here
+        return subprocess.Popen([sys.executable, str(script), db_path, policy, ledger, str(tmp_path / "go"), mode],
+                                stdout=subprocess.PIPE, stderr=errors, text=True)
+
+
+def _child_errors(tmp_path):
+    return "\n".join(p.read_text()[-800:] for p in tmp_path.glob("child-*.err") if p.read_text().strip())
 
 
 def test_16_processes_against_a_budget_that_fits_exactly_3_queries(tmp_path):
@@ -458,7 +466,7 @@ def test_16_processes_against_a_budget_that_fits_exactly_3_queries(tmp_path):
     children = [_spawn(tmp_path, db_path, str(policy), ledger, "once") for _ in range(16)]
     try:
         for child in children:
-            assert child.stdout.readline().strip() == "ready"
+            assert child.stdout.readline().strip() == "ready", _child_errors(tmp_path)
         (tmp_path / "go").touch()
         outcomes = [child.communicate(timeout=60)[0].strip() for child in children]
     finally:
@@ -482,7 +490,7 @@ def _kill_at_random_points(tmp_path, kills, seed):
     for _ in range(kills):
         child = _spawn(tmp_path, db_path, str(policy), ledger, "loop")
         assert child.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.0, 0.25))
+        time.sleep(rng.uniform(0.0, 0.8))   # the first query takes ~0.4 s (creates the ledger), later ~0.04 s
         child.send_signal(signal.SIGKILL)
         out, _ = child.communicate(timeout=30)
         released += sum(1 for line in out.splitlines() if line.startswith("released"))
@@ -491,7 +499,8 @@ def _kill_at_random_points(tmp_path, kills, seed):
         budget = book.budget()
         book.close()
         assert Decimal(repr(budget.spent_epsilon)) >= Decimal("0.001") * released
-        assert sum(c.status in ("released", "reserved") for c in budget.history) >= released
+        # The release is recorded before db.sql returns, so every printed answer is 'released'.
+        assert sum(c.status == "released" for c in budget.history) >= released
         interrupted = sum(c.status == "reserved" for c in budget.history)
     return released, interrupted, budget
 

@@ -1,0 +1,1 @@
+SELECT COUNT(income), SUM(income), AVG(income) FROM people

@@ -1,0 +1,1 @@
+SELECT sex, state, AVG(age) FROM people GROUP BY sex, state

@@ -1,0 +1,1 @@
+SELECT p.sex, COUNT(*) FROM people AS p GROUP BY p.sex

@@ -1,0 +1,1 @@
+SELECT sex, COUNT(*) FROM people GROUP BY 1

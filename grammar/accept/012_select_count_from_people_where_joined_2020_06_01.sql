@@ -1,0 +1,1 @@
+SELECT COUNT(*) FROM people WHERE joined > '2020-06-01'

@@ -1,0 +1,1 @@
+SELECT state, COUNT(*) AS n FROM people GROUP BY state HAVING COUNT(*) > 10 ORDER BY n DESC LIMIT 2

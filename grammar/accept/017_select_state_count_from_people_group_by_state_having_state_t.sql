@@ -1,0 +1,1 @@
+SELECT state, COUNT(*) FROM people GROUP BY state HAVING state <> 'TX'

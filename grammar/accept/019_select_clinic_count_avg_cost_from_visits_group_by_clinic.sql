@@ -1,0 +1,1 @@
+SELECT clinic, COUNT(*), AVG(cost) FROM visits GROUP BY clinic

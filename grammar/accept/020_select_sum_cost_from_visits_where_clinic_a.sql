@@ -1,0 +1,1 @@
+SELECT SUM(cost) FROM visits WHERE clinic = 'a'

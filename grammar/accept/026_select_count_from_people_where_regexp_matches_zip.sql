@@ -1,0 +1,1 @@
+SELECT COUNT(*) FROM people WHERE regexp_matches(zip, '(')

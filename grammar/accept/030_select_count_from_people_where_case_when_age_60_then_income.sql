@@ -1,0 +1,1 @@
+SELECT COUNT(*) FROM people WHERE CASE WHEN age > 60 THEN income ELSE 0 END > 100

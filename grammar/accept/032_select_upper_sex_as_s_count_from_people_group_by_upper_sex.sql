@@ -1,0 +1,1 @@
+SELECT upper(sex) AS s, COUNT(*) FROM people GROUP BY upper(sex)

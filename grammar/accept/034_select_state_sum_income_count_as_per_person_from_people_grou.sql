@@ -1,0 +1,1 @@
+SELECT state, SUM(income) / COUNT(*) AS per_person FROM people GROUP BY state

@@ -1,0 +1,1 @@
+SELECT 1 AS one, COUNT(*) FROM people

@@ -1,0 +1,1 @@
+WITH t AS (SELECT * FROM people) SELECT COUNT(*) FROM t

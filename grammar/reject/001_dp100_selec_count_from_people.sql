@@ -1,0 +1,2 @@
+-- expect: DP100
+SELEC COUNT(*) FROM people

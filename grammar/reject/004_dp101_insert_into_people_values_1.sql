@@ -1,0 +1,2 @@
+-- expect: DP101
+INSERT INTO people VALUES (1)

@@ -1,0 +1,2 @@
+-- expect: DP103
+SELECT COUNT(*) FROM people WHERE random() > 0.5

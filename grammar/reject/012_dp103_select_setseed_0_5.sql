@@ -1,0 +1,2 @@
+-- expect: DP103
+SELECT setseed(0.5)

@@ -1,0 +1,3 @@
+-- expect: DP201
+-- caret: '/etc/passwd'
+SELECT COUNT(*) FROM '/etc/passwd'

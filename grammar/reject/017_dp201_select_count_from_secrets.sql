@@ -1,0 +1,3 @@
+-- expect: DP201
+-- caret: secrets
+SELECT COUNT(*) FROM secrets

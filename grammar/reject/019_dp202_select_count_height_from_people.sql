@@ -1,0 +1,3 @@
+-- expect: DP202
+-- caret: height
+SELECT COUNT(height) FROM people

@@ -1,0 +1,3 @@
+-- expect: DP202
+-- caret: x.age
+SELECT COUNT(x.age) FROM people AS p

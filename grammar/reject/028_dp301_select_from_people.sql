@@ -1,0 +1,3 @@
+-- expect: DP301
+-- caret: *
+SELECT * FROM people

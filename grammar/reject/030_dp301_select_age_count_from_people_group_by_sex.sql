@@ -1,0 +1,3 @@
+-- expect: DP301
+-- caret: age
+SELECT age, COUNT(*) FROM people GROUP BY sex

@@ -1,0 +1,2 @@
+-- expect: DP302
+SELECT SUM(age + 1) FROM people

@@ -1,0 +1,2 @@
+-- expect: DP303
+SELECT MAX(age) FROM people

@@ -1,0 +1,2 @@
+-- expect: DP305
+SELECT COUNT(*) FROM people WHERE COUNT(*) > 1

@@ -1,0 +1,2 @@
+-- expect: DP305
+SELECT SUM(COUNT(*)) FROM people

@@ -1,0 +1,3 @@
+-- expect: DP306
+-- caret: zip
+SELECT COUNT(*) FROM people WHERE zip

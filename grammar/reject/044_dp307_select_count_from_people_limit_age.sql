@@ -1,0 +1,2 @@
+-- expect: DP307
+SELECT COUNT(*) FROM people LIMIT age

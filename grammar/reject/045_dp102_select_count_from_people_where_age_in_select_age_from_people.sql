@@ -1,0 +1,2 @@
+-- expect: DP102
+SELECT COUNT(*) FROM people WHERE age IN (SELECT age FROM people)

@@ -1,0 +1,2 @@
+-- expect: DP102
+SELECT COUNT(*) OVER () FROM people

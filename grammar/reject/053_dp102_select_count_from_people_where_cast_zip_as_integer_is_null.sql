@@ -1,0 +1,2 @@
+-- expect: DP102
+SELECT COUNT(*) FROM people WHERE CAST(zip AS INTEGER[]) IS NULL

@@ -1,0 +1,3 @@
+-- expect: DP301
+-- caret: age
+SELECT age + 1, COUNT(*) FROM people

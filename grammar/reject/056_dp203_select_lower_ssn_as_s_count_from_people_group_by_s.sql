@@ -1,0 +1,3 @@
+-- expect: DP203
+-- caret: ssn
+SELECT lower(ssn) AS s, COUNT(*) FROM people GROUP BY s

@@ -1,0 +1,2 @@
+-- expect: DP401
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = -1) COUNT(*) FROM people

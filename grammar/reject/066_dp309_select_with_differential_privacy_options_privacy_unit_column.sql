@@ -1,0 +1,2 @@
+-- expect: DP309
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(privacy_unit_column = id) COUNT(*) FROM people

@@ -1,0 +1,2 @@
+-- expect: DP308
+SELECT COUNT(*) FROM (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 9) age FROM people) t

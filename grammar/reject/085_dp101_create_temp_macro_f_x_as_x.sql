@@ -1,0 +1,2 @@
+-- expect: DP101
+CREATE TEMP MACRO f(x) AS x

@@ -1,0 +1,2 @@
+-- expect: DP101
+INSTALL httpfs

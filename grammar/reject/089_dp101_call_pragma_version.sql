@@ -1,0 +1,2 @@
+-- expect: DP101
+CALL pragma_version()

@@ -1,0 +1,2 @@
+-- expect: DP100
+EXPORT DATABASE '/tmp/x'

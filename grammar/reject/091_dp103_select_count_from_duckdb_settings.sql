@@ -1,0 +1,2 @@
+-- expect: DP103
+SELECT COUNT(*) FROM duckdb_settings()
