@@ -62,10 +62,21 @@ def explain_text(plan: Plan) -> str:
              f"table {t.name}: {unit}; L = {plan.max_groups} partition(s) per unit, "
              f"C = {plan.max_rows} row(s) per unit per partition"]
     if plan.group_keys:
-        keys = ", ".join(f"{k.label} ({len(k.columns[0].keys)} public keys)" if k.column else
-                         f"{k.label} (its values over the public keys of {', '.join(c.name for c in k.columns)})"
-                         for k in plan.group_keys)
-        lines.append(f"groups: {keys}: <= {plan.partitions} partition(s), every one released")
+        def describe(k):
+            if not k.public:
+                return f"{k.label} (private: groups found in the data, released by DP partition selection)"
+            if k.column:
+                return f"{k.label} ({len(k.columns[0].keys)} public keys)"
+            return f"{k.label} (its values over the public keys of {', '.join(c.name for c in k.columns)})"
+        keys = ", ".join(describe(k) for k in plan.group_keys)
+        if plan.selection is None:
+            lines.append(f"groups: {keys}: <= {plan.partitions} partition(s), every one released")
+        else:
+            s = plan.selection
+            lines.append(f"groups: {keys}")
+            lines.append(f"partition selection: a group is released iff its noisy unit count {s.measurement} >= "
+                         f"tau = {s.threshold} (epsilon_sel {s.epsilon:.4g}, delta {s.delta:g}: a group held by "
+                         f"one unit appears with probability <= delta / L)")
     lines.append(f"budget: epsilon {plan.epsilon:.6g}, delta {plan.delta:g}")
     lines.append("measurements:")
     for m in plan.measurements:
@@ -77,8 +88,11 @@ def explain_text(plan: Plan) -> str:
     lines.append(f"  sequential over {n} measurement(s): epsilon "
                  + " + ".join(f"{m.epsilon:.4g}" for m in plan.measurements) + f" = {plan.epsilon:.6g}")
     if plan.group_keys:
-        lines.append(f"  parallel over {plan.partitions} partition(s), each unit in <= {plan.max_groups}: "
+        count = plan.partitions if plan.partitions is not None else "the selected"
+        lines.append(f"  parallel over {count} partition(s), each unit in <= {plan.max_groups}: "
                      f"charged once (sensitivity carries the factor L = {plan.max_groups})")
+    if plan.selection is not None:
+        lines.append(f"  delta {plan.delta:g} spent by partition selection")
     if plan.having is not None or plan.order or plan.limit is not None:
         lines.append("  HAVING / ORDER BY / LIMIT run on released values only")
     if plan.rewritten_sql:

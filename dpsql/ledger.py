@@ -364,8 +364,8 @@ class Ledger:
     def budget(self) -> Budget:
         """Total, spent, remaining and the history, read in one snapshot."""
         with self._lock, self._sqlite_errors("read"):
-            if self._db is None and os.path.lexists(self.path):
-                self._db = self._open_existing()
+            if self._db is None and (self.memory or os.path.lexists(self.path)):
+                self._ensure()
             rows = []
             if self._db is not None:
                 self._db.execute("BEGIN")
@@ -454,6 +454,8 @@ class Ledger:
                               path=self.path, hint=_IO_HINT) from None
 
     def _ensure(self) -> sqlite3.Connection:
+        if self._db is None and self.memory:
+            raise LedgerError("DP406", "the in-memory budget ledger was closed; connect again")
         if self._db is None:
             if not os.path.lexists(self.path):
                 self._create()

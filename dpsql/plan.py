@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from sqlglot import exp
 
 from . import noise
-from .errors import InternalError, InvalidParameter
+from .errors import InternalError, InvalidParameter, PrivacyViolation
 from .policy import TablePolicy
 from .options import aggregate_bounds
-from .sensitivity import count_sensitivity, granularity, grid_bound, sum_sensitivity, unit_total_sensitivity
+from .sensitivity import (count_sensitivity, granularity, grid_bound, selection_threshold, sum_sensitivity,
+                          unit_total_sensitivity)
 from .validate import AGGREGATES, Scope, group_keys, is_key, name_of
 
 CONFIDENCE = 0.95
@@ -52,10 +54,11 @@ class Measurement:
     mechanism: str = "discrete Laplace"
 
     def __post_init__(self):
-        if self.kind not in ("count", "count_col", "sum", "count_units") or \
+        if self.kind not in ("count", "count_col", "sum", "count_units", "units") or \
                 self.bounding not in ("rows", "unit_total", "unit_mean"):
             raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug")
-        if not (self.epsilon > 0 and self.sensitivity >= 0 and self.scale * self.epsilon >= self.sensitivity):
+        if not (self.epsilon > 0 and self.sensitivity >= 0 and
+                Fraction(self.scale) * Fraction(self.epsilon) >= self.sensitivity):
             raise InternalError("DP999", f"measurement {self.name} is under-noised: this is probably a bug")
 
     @property
@@ -66,7 +69,7 @@ class Measurement:
     @property
     def label(self) -> str:
         label = {"count": "COUNT(*)", "count_col": f"COUNT({self.column})", "sum": f"SUM({self.column})",
-                 "count_units": f"COUNT(units with {self.column})"}[self.kind]
+                 "count_units": f"COUNT(units with {self.column})", "units": "COUNT(DISTINCT unit)"}[self.kind]
         if self.bounding == "unit_mean":
             return f"SUM(per-unit AVG({self.column}))"
         return label
@@ -112,9 +115,22 @@ class GroupKey:
         return self.column or self.expression.sql(dialect="duckdb")
 
     @property
-    def domain_bound(self) -> int:
-        """At most this many groups: one per combination of the columns' keys."""
-        return math.prod(len(c.keys) for c in self.columns)
+    def public(self) -> bool:
+        return all(c.keys is not None for c in self.columns)
+
+    @property
+    def domain_bound(self) -> int | None:
+        """At most this many groups: one per combination of the columns' keys (None if private)."""
+        return math.prod(len(c.keys) for c in self.columns) if self.public else None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """DP partition selection: a group is released iff its noisy unit count is >= threshold."""
+    measurement: str
+    threshold: int
+    epsilon: float
+    delta: float
 
 
 @dataclass(frozen=True)
@@ -133,12 +149,14 @@ class Plan:
     epsilon: float
     delta: float
     max_groups_option: int | None = None   # GoogleSQL max_groups_contributed, overriding the policy's L
+    selection: Selection | None = None     # for GROUP BY keys that are not public
     rewritten_sql: str = field(default="", compare=False)
 
     @property
-    def partitions(self) -> int:
-        """An upper bound on the number of GROUP BY partitions."""
-        return math.prod(k.domain_bound for k in self.group_keys)
+    def partitions(self) -> int | None:
+        """An upper bound on the number of GROUP BY partitions (None: private keys, not known)."""
+        bounds = [k.domain_bound for k in self.group_keys]
+        return None if None in bounds else math.prod(bounds)
 
     @property
     def max_groups(self) -> int:
@@ -167,6 +185,17 @@ class Plan:
     explain = __str__
 
 
+def share(epsilon: float, parts: int) -> float:
+    """epsilon / parts, rounded down to a float: the shares never add up to more than epsilon.
+
+    >>> share(0.3, 3) * 3 <= 0.3
+    True
+    """
+    exact = Fraction(epsilon) / parts
+    value = float(exact)
+    return value if Fraction(value) <= exact else math.nextafter(value, 0.0)
+
+
 def check_budget_parameters(epsilon: float, delta: float) -> tuple[float, float]:
     """epsilon in (0, inf), delta in [0, 1): anything else is refused before planning (DP401)."""
     for name, value in (("epsilon", epsilon), ("delta", delta)):
@@ -180,6 +209,8 @@ def check_budget_parameters(epsilon: float, delta: float) -> tuple[float, float]
 
 
 def _aggregate_signature(agg: exp.Expression) -> tuple[str, str | None]:
+    if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Distinct):
+        return ("units", name_of(agg.this.expressions[0]))
     if isinstance(agg, exp.Count):
         return ("count", None) if isinstance(agg.this, exp.Star) else ("count_col", name_of(agg.this))
     return ("sum" if isinstance(agg, exp.Sum) else "avg", name_of(agg.this))
@@ -188,7 +219,7 @@ def _aggregate_signature(agg: exp.Expression) -> tuple[str, str | None]:
 def _default_name(kind: str, column: str | None) -> str:
     # DuckDB's own default names, so results read as they would from plain DuckDB.
     return {"count": "count_star()", "count_col": f"count({column})", "sum": f"sum({column})",
-            "avg": f"avg({column})"}[kind]
+            "avg": f"avg({column})", "units": f"count(DISTINCT {column})"}[kind]
 
 
 @dataclass(frozen=True)
@@ -205,6 +236,8 @@ class Need:
 
 def needs(o: Output) -> list[Need]:
     """The measurements behind one output; identical ones are shared between outputs."""
+    if o.kind == "units":
+        return [Need("units", None)]
     row = o.per_row or (o.lower, o.upper) if o.column else (None, None)
     if o.per_group is None:
         return {"count": [Need("count", None)], "count_col": [Need("count_col", o.column)],
@@ -223,13 +256,14 @@ def _measurement(name: str, need: Need, L: int, C: int, epsilon: float) -> Measu
         g = granularity(need.lower, need.upper)
         bound = grid_bound(need.lower, need.upper, g)
         sens = sum_sensitivity(L, C, bound) if need.bounding == "rows" else unit_total_sensitivity(L, bound)
-    elif need.kind == "count_units":
-        g, sens = 1.0, count_sensitivity(L, 1)
+    elif need.kind in ("count_units", "units"):
+        g, sens = 1.0, count_sensitivity(L, 1)   # one unit counts once in each of <= L partitions
     elif need.bounding == "unit_total":
         g, sens = 1.0, unit_total_sensitivity(L, grid_bound(need.lower, need.upper, 1.0))
     else:
         g, sens = 1.0, count_sensitivity(L, C)
-    scale = float(noise.dyadic_scale(sens / epsilon))
+    # Exact: the scale is the dyadic rational just above sensitivity / epsilon, computed in fractions.
+    scale = float(noise.dyadic_scale(Fraction(sens) / Fraction(epsilon)))
     return Measurement(name=name, kind=need.kind, column=need.column, lower=need.lower, upper=need.upper,
                        granularity=g, sensitivity=sens, epsilon=epsilon, scale=scale, bounding=need.bounding,
                        row_lower=need.row_lower, row_upper=need.row_upper)
@@ -274,13 +308,19 @@ def _unique_names(outputs: list[Output]) -> list[Output]:
     return result
 
 
-def _measurements(outputs: list[Output], L: int, C: int, epsilon: float) -> tuple[list[Measurement], list[Output]]:
-    """One measurement per distinct noisy quantity; epsilon split equally (sequential composition)."""
+def _measurements(outputs: list[Output], L: int, C: int, epsilon: float,
+                  selecting: bool) -> tuple[list[Measurement], list[Output]]:
+    """One measurement per distinct noisy quantity; epsilon split equally (sequential composition).
+
+    Partition selection adds the noisy unit count, shared with COUNT(DISTINCT unit) if asked for.
+    """
     needed = list(dict.fromkeys(need for o in outputs if o.kind not in ("key", "expr") for need in needs(o)))
+    if selecting and Need("units", None) not in needed:
+        needed.append(Need("units", None))
     if not needed:
         raise InvalidParameter("DP301", "the query releases no aggregate")
     names = {need: f"m{i}" for i, need in enumerate(needed)}
-    measurements = [_measurement(names[need], need, L, C, epsilon / len(needed)) for need in needed]
+    measurements = [_measurement(names[need], need, L, C, share(epsilon, len(needed))) for need in needed]
     outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs(o))})
                if o.kind not in ("key", "expr") else o for o in outputs]
     return measurements, outputs
@@ -357,10 +397,25 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     outputs = _unique_names(collected.items)
     L = 1 if table.row_level else (scope.options.max_groups or table.max_groups_per_unit)
     C = 1 if table.row_level else table.max_rows_per_unit
-    measurements, outputs = _measurements(outputs, L, C, epsilon)
+    private = [(k, c) for k in specs for c in k.columns if c.keys is None]
+    if private and delta == 0:
+        key, column = private[0]
+        err = scope.refuse("DP304", f"GROUP BY {column.name}: keys are not public, so the groups themselves "
+                           "could reveal a person", key.node, cls=PrivacyViolation,
+                           hint=f"declare `keys` for {column.name!r} in the policy, or pass delta > 0 for DP "
+                                "partition selection")
+        err.rule = "partition_selection"
+        raise err
+    measurements, outputs = _measurements(outputs, L, C, epsilon, selecting=bool(private))
+    selection = None
+    if private:
+        units = next(m for m in measurements if m.kind == "units")
+        selection = Selection(measurement=units.name, epsilon=units.epsilon, delta=delta,
+                              threshold=selection_threshold(units.scale, L, delta))
     where = select.args.get("where")
     limit, offset = (int(select.args[k].expression.this) if select.args.get(k) else None for k in ("limit", "offset"))
     return Plan(sql=scope.sql, table=table, where=where.this.copy() if where is not None else None,
                 group_keys=tuple(keys), measurements=tuple(measurements), outputs=tuple(outputs),
                 having=having, order=tuple(order), limit=limit, offset=offset,
-                epsilon=epsilon, delta=0.0, max_groups_option=scope.options.max_groups)
+                epsilon=epsilon, delta=delta if selection else 0.0, max_groups_option=scope.options.max_groups,
+                selection=selection)

@@ -97,7 +97,7 @@ def key_literal(value, sql_type: str) -> exp.Expression:
 
 def key_columns(plan: Plan) -> list:
     """The distinct public-key columns the GROUP BY items read."""
-    return list({c.name: c for k in plan.group_keys for c in k.columns}.values())
+    return list({c.name: c for k in plan.group_keys for c in k.columns if c.keys is not None}.values())
 
 
 def key_filter(plan: Plan) -> list[exp.Expression]:
@@ -165,7 +165,7 @@ def rows_cte(plan: Plan) -> exp.Select:
 
 def exact_aggregate(m: Measurement) -> exp.Expression:
     """The per-partition aggregate over __rows (row level)."""
-    if m.kind == "count":
+    if m.kind in ("count", "units"):   # each row is a unit
         return exp.Count(this=exp.Star())
     if m.kind == "count_col":
         return exp.Count(this=col(value_column(m)))
@@ -191,6 +191,8 @@ def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
     rows = exp.Count(this=exp.Star()) if m.kind == "count" else exp.Count(this=v)
     if m.kind == "count_units":
         return case_when(exp.GT(this=rows, expression=num(0)), num(1), num(0))
+    if m.kind == "units":
+        return num(1)   # a row of __units is one (unit, partition) pair
     if m.kind in ("count", "count_col"):
         if m.bounding == "unit_total":
             return fn("LEAST", fn("GREATEST", rows, num(int(m.lower))), num(int(m.upper)))
@@ -203,8 +205,8 @@ def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
 
 
 def needs_partition_sampling(plan: Plan) -> bool:
-    """A unit can only exceed L partitions when there are more than L of them."""
-    return plan.partitions > plan.max_groups
+    """A unit can only exceed L partitions when there are more than L of them (unknown: private keys)."""
+    return plan.partitions is None or plan.partitions > plan.max_groups
 
 
 def user_level_ctes(plan: Plan) -> list[tuple[str, exp.Select]]:
@@ -278,6 +280,9 @@ def noisy_cte(plan: Plan, function: str) -> exp.Select:
               for m in plan.measurements]
     if not plan.group_keys:
         return exp.select(*values).from_("__agg")
+    if plan.selection is not None:
+        # Private keys: the candidate groups are those in the data; __out keeps the selected ones.
+        return exp.select(*[col(n, "__agg") for n in names], *values).from_("__agg")
     on = exp.and_(*[exp.EQ(this=col(n, "__keys"), expression=col(n, "__agg")) for n in names])
     source = exp.Subquery(this=keys_source(plan), alias=exp.TableAlias(this=ident("__keys")))
     query = exp.select(*[col(n, "__keys") for n in names], *values).from_(source)
@@ -295,7 +300,7 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
             lambda n: output_value(plan, slots[n.name]) if isinstance(n, exp.Column) and n.name in slots else n)
         return safe(inlined)
     ms = [plan.measurement(n) for n in o.measurements]
-    if o.kind in ("count", "count_col"):
+    if o.kind in ("count", "count_col", "units"):
         return col(ms[0].name)
     total = exp.Mul(this=cast(col(ms[0].name), "DOUBLE"), expression=num(ms[0].granularity))
     if o.kind == "sum":
@@ -333,6 +338,8 @@ def rewrite(plan: Plan, noise_function: str) -> Plan:
     ctes.append(("__agg", agg_cte(plan, source)))
     ctes.append(("__noisy", noisy_cte(plan, noise_function)))
     out = exp.select(*[alias(output_value(plan, i), plan.slot(o)) for i, o in enumerate(plan.outputs)]).from_("__noisy")
+    if plan.selection is not None:
+        out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
     ctes.append(("__out", out))
     query = final_select(plan)
     for name, cte in ctes:

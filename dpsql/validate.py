@@ -151,6 +151,14 @@ def known_columns(select: exp.Select, scope: Scope) -> None:
                                hint="only columns declared in the policy may be used")
 
 
+def is_unit_count(agg: exp.Expression, scope: Scope) -> bool:
+    """COUNT(DISTINCT <privacy unit>): a noisy count of people, the one allowed use of the unit column."""
+    arg = agg.this
+    return (isinstance(agg, exp.Count) and isinstance(arg, exp.Distinct) and len(arg.expressions) == 1
+            and isinstance(arg.expressions[0], exp.Column) and not scope.table.row_level
+            and name_of(arg.expressions[0]) == scope.table.privacy_unit)
+
+
 def no_identifiers(select: exp.Select, scope: Scope) -> None:
     """No identifier column (nor the privacy unit) appears anywhere in the query (DP203)."""
     aliases = output_aliases(select)
@@ -159,6 +167,9 @@ def no_identifiers(select: exp.Select, scope: Scope) -> None:
         name = name_of(col)
         if col.find_ancestor(exp.Having, exp.Order, exp.Group) is not None and not col.table \
                 and name in aliases and name not in scope.table.columns:
+            continue
+        if name == scope.table.privacy_unit and isinstance(col.parent, exp.Distinct) and \
+                isinstance(col.parent.parent, exp.Count) and is_unit_count(col.parent.parent, scope):
             continue
         if scope.table.is_identifier(name):
             raise scope.refuse("DP203", f"column {col.name!r} identifies a person and cannot be used", col,
@@ -211,8 +222,12 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
         if inner is not None:
             raise scope.refuse("DP305", f"nested aggregate {inner.sql_name()} inside {fname}", inner)
         arg = agg.this
+        if is_unit_count(agg, scope):
+            continue
         if isinstance(arg, exp.Distinct):
-            raise scope.refuse("DP303", f"{fname}(DISTINCT ...) is not supported yet", agg)
+            raise scope.refuse("DP303", f"{fname}(DISTINCT ...) is supported for the privacy unit only: "
+                               f"COUNT(DISTINCT {scope.table.privacy_unit})" if not scope.table.row_level else
+                               f"{fname}(DISTINCT ...) is not supported", agg)
         if isinstance(agg, exp.Count) and isinstance(arg, exp.Star):
             continue
         if not isinstance(arg, exp.Column) or agg.args.get("expressions"):
@@ -269,18 +284,13 @@ def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
 
 
 def group_keys_public(select: exp.Select, scope: Scope) -> None:
-    """GROUP BY only columns whose keys the policy declares public, or expressions of them (DP304).
+    """GROUP BY columns, or expressions of columns, never listed twice (DP304).
 
-    An expression's groups are its values over the declared keys, computed from public data only.
+    Keys the policy declares public are all released; groups of any other column only through DP
+    partition selection, which needs delta > 0: the plan checks that, knowing delta.
     """
     seen = set()
     for key in group_keys(select, scope):
-        for col in key.columns:
-            if col.keys is None:
-                raise scope.refuse(
-                    "DP304", f"GROUP BY {col.name}: keys are not public, so the groups themselves could reveal "
-                    "a person", key.node, hint=f"declare `keys` for {col.name!r} in the policy (partition "
-                    "selection with delta > 0 comes in a later version)", cls=PrivacyViolation)
         if any(isinstance(n, AGGREGATES) for n in key.expression.walk()):
             raise scope.refuse("DP305", "aggregate in GROUP BY", key.node)
         text = key.expression.sql()
