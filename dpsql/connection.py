@@ -132,24 +132,27 @@ class PrivateConnection:
         exact = np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
         return pa.array(exact + draws, type=pa.int64())
 
-    def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None) -> Plan:
-        """parse -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
+    def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
+             ci: float | None = None, nonnegative: bool = True) -> Plan:
+        """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
         statement = flatten(parse(sql), sql)
         scope = validate(statement, sql, self.policy)
         eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
         dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
-        return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt), self._noise_function)
+        return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci, nonnegative=nonnegative),
+                       self._noise_function)
 
-    def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None) -> Plan:
+    def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
+                ci: float | None = None, nonnegative: bool = True) -> Plan:
         """The Plan the query would run, with the rewritten SQL; spends nothing.
 
         Example:
             >>> print(db.explain("SELECT sex, COUNT(*) FROM people GROUP BY sex"))  # doctest: +SKIP
         """
-        return self.plan(sql, epsilon, delta)
+        return self.plan(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-            fresh: bool = False) -> Result:
+            fresh: bool = False, ci: float | None = None, nonnegative: bool = True) -> Result:
         """Answer one aggregate query with differential privacy.
 
         The cost is recorded in the ledger before the query runs. An identical query already answered
@@ -160,6 +163,9 @@ class PrivateConnection:
             sql: one SELECT in the dpsql dialect (see grammar/).
             epsilon, delta: this query's budget; default from the policy.
             fresh: draw new noise and pay, even if an identical query was answered before.
+            ci: add ``<col>_ci_low`` / ``<col>_ci_high`` at this confidence level around each noisy
+                value (exact for counts and sums, conservative for AVG; post-processing, free).
+            nonnegative: release counts, and sums of non-negative values, clamped at 0 (default).
         Returns:
             Result, materialised once; ``.plan`` is the Plan that was charged.
         Raises:
@@ -170,9 +176,11 @@ class PrivateConnection:
         """
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
-        plan = self.plan(sql, epsilon, delta)
+        plan = self.plan(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
         cost = self._ledger.cost(plan)
-        normalised = ledgers.normalise_sql(sql)
+        text, names = ledgers.normalise_sql(sql)
+        # Post-processing options change the released table, so a replay must match them too.
+        normalised = (text, names + (f"ci={plan.confidence}", f"nonnegative={plan.nonnegative}"))
         ticket = self._ledger.reserve(
             cost, sql=normalised[0], plan=ledgers.plan_summary(plan), fresh=fresh, data_version=self._data_version,
             replay_key=ledgers.replay_key(normalised, cost, self._ledger.identity, self._data_version))

@@ -52,7 +52,8 @@ def output_line(plan: Plan, index: int) -> str:
     ms = o.measurements
     if o.kind == "avg":
         return f"  {o.name} = {ms[0]} / max({ms[1]}, 1), clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}"
-    return f"  {o.name} = {ms[0]}{hidden}"
+    error = plan.measurement(ms[0]).error
+    return f"  {o.name} = {ms[0]}{hidden}   ({int(CONFIDENCE * 100)}%: within +-{fmt(error)})"
 
 
 def explain_text(plan: Plan) -> str:

@@ -150,6 +150,8 @@ class Plan:
     delta: float
     max_groups_option: int | None = None   # GoogleSQL max_groups_contributed, overriding the policy's L
     selection: Selection | None = None     # for GROUP BY keys that are not public
+    confidence: float | None = None        # add <output>_ci_low/_ci_high at this level (post-processing)
+    nonnegative: bool = True               # counts (and sums of non-negative values) clamped at 0
     rewritten_sql: str = field(default="", compare=False)
 
     @property
@@ -326,9 +328,15 @@ def _measurements(outputs: list[Output], L: int, C: int, epsilon: float,
     return measurements, outputs
 
 
-def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float) -> Plan:
+def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float,
+               confidence: float | None = None, nonnegative: bool = True) -> Plan:
     """Plan a validated query: outputs, measurements with sensitivities and noise, post-processing."""
     epsilon, delta = check_budget_parameters(epsilon, delta)
+    if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))
+                                   or not 0 < confidence < 1):
+        raise InvalidParameter("DP401", f"ci must be a confidence level in (0, 1), got {confidence!r}")
+    if not isinstance(nonnegative, bool):
+        raise InvalidParameter("DP401", f"nonnegative must be True or False, got {nonnegative!r}")
     table = scope.table
     specs = group_keys(select, scope)
     keys = [GroupKey(k.expression, tuple(KeyColumn(c.name, c.sql_type, c.keys) for c in k.columns)) for k in specs]
@@ -418,4 +426,4 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
                 group_keys=tuple(keys), measurements=tuple(measurements), outputs=tuple(outputs),
                 having=having, order=tuple(order), limit=limit, offset=offset,
                 epsilon=epsilon, delta=delta if selection else 0.0, max_groups_option=scope.options.max_groups,
-                selection=selection)
+                selection=selection, confidence=confidence, nonnegative=nonnegative)

@@ -23,10 +23,12 @@ True
 from __future__ import annotations
 
 import dataclasses
+import functools
 from fractions import Fraction
 
 from sqlglot import exp
 
+from . import noise
 from .plan import Measurement, Plan
 from .validate import has_scalar_functions
 
@@ -51,8 +53,14 @@ def fn(name: str, *args: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
+@functools.lru_cache(maxsize=None)
+def _data_type(to: str) -> exp.DataType:
+    return exp.DataType.build(to, dialect=DIALECT)
+
+
 def cast(value: exp.Expression, to: str) -> exp.Cast:
-    return exp.Cast(this=value, to=exp.DataType.build(to, dialect=DIALECT))
+    # Parsing a type string is most of a plan's cost: build each type once (copied per use).
+    return exp.Cast(this=value, to=_data_type(to).copy())
 
 
 def case_when(cond: exp.Expression, then: exp.Expression, default: exp.Expression) -> exp.Case:
@@ -64,28 +72,28 @@ def alias(value: exp.Expression, name: str) -> exp.Alias:
 
 
 def clamp(value: exp.Expression, lower: float, upper: float) -> exp.Expression:
-    """LEAST(GREATEST(value, lower), upper): NaN and +inf go to upper, -inf to lower (DuckDB orders
-    NaN above every number). NULL would become a bound (DuckDB's GREATEST ignores NULL): see keep_null."""
-    return fn("LEAST", fn("GREATEST", value, num(float(lower))), num(float(upper)))
+    """CASE WHEN v < lower THEN lower WHEN v > upper THEN upper ELSE v END.
 
-
-def keep_null(source: exp.Expression, value: exp.Expression) -> exp.Expression:
-    """NULL when ``source`` is NULL, else ``value``: a missing value must not count as a bound."""
-    return case_when(exp.Is(this=source, expression=exp.Null()), exp.Null(), value)
+    NULL stays NULL (both comparisons are NULL: a missing value never counts as a bound), NaN and
+    +inf go to upper (DuckDB orders NaN above every number), -inf to lower. Unlike GREATEST/LEAST
+    (which skip NULLs) it needs no NULL guard, and it is 1.4x cheaper (measured in benchmarks/).
+    """
+    lo, hi = num(float(lower)), num(float(upper))
+    return exp.Case(ifs=[exp.If(this=exp.LT(this=value, expression=lo), true=lo.copy()),
+                         exp.If(this=exp.GT(this=value.copy(), expression=hi), true=hi.copy())],
+                    default=value.copy())
 
 
 def on_grid(value: exp.Expression, m: Measurement) -> exp.Expression:
     """round(clamp(value) / g) as BIGINT: an exact integer number of grid steps, |.| <= B."""
     scaled = fn("ROUND", exp.Mul(this=clamp(value, m.lower, m.upper), expression=num(1.0 / m.granularity)))
-    return keep_null(value.copy(), cast(scaled, "BIGINT"))
+    return cast(scaled, "BIGINT")
 
 
 def row_value(column: str, m: Measurement) -> exp.Expression:
     """A row's value as DOUBLE (never an integer overflow), clamped per row when bounds say so."""
     x = cast(col(column), "DOUBLE")
-    if m.row_lower is None:
-        return x
-    return keep_null(col(column), clamp(x, m.row_lower, m.row_upper))
+    return x if m.row_lower is None else clamp(x, m.row_lower, m.row_upper)
 
 
 def key_literal(value, sql_type: str) -> exp.Expression:
@@ -143,18 +151,23 @@ def value_column(m: Measurement) -> str:
     return f"v_{m.name}"
 
 
+def raw_column(column: str) -> str:
+    """A column as read: COUNT of it counts non-NULL values, shared by every measurement on it."""
+    return f"c_{column}"
+
+
 def rows_cte(plan: Plan) -> exp.Select:
     """__rows: the private table filtered, keys renamed k0.., values clamped and quantised."""
     projections = [alias(safe(quoted(k.expression)), name) for k, name in zip(plan.group_keys, key_names(plan))]
     if not plan.table.row_level:
         projections.insert(0, alias(col(plan.table.privacy_unit), "__unit"))
+    for column in dict.fromkeys(m.column for m in plan.measurements if m.column):
+        projections.append(alias(col(column), raw_column(column)))
     for m in plan.measurements:
         if m.kind == "sum" and m.bounding == "rows":
             projections.append(alias(on_grid(cast(col(m.column), "DOUBLE"), m), value_column(m)))
         elif m.kind == "sum":
             projections.append(alias(row_value(m.column, m), value_column(m)))
-        elif m.kind in ("count_col", "count_units"):
-            projections.append(alias(col(m.column), value_column(m)))
     if not projections:
         projections.append(alias(num(1), "__one"))
     conditions = [user_where(plan), *key_filter(plan)]
@@ -168,7 +181,7 @@ def exact_aggregate(m: Measurement) -> exp.Expression:
     if m.kind in ("count", "units"):   # each row is a unit
         return exp.Count(this=exp.Star())
     if m.kind == "count_col":
-        return exp.Count(this=col(value_column(m)))
+        return exp.Count(this=col(raw_column(m.column)))
     return exp.Sum(this=col(value_column(m)))
 
 
@@ -179,16 +192,17 @@ def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
     Integer division truncates toward zero, so the bound holds exactly.
     """
     v = col(value_column(m))
-    n = exp.Count(this=v)
+    n = exp.Count(this=col(raw_column(m.column)))
     total = exp.Sum(this=v)
     scaled = exp.IntDiv(this=exp.Mul(this=cast(total, "HUGEINT"), expression=num(C)), expression=n)
-    return case_when(exp.GT(this=n.copy(), expression=num(C)), scaled, total.copy())
+    # |result| <= C*B < 2**62: BIGINT, so the next SUM needs no 128-bit state.
+    return cast(case_when(exp.GT(this=n.copy(), expression=num(C)), scaled, total.copy()), "BIGINT")
 
 
 def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
     """A unit's contribution to one partition (user level), bounded as the measurement says."""
     v = col(value_column(m))
-    rows = exp.Count(this=exp.Star()) if m.kind == "count" else exp.Count(this=v)
+    rows = exp.Count(this=exp.Star()) if m.kind in ("count", "units") else exp.Count(this=col(raw_column(m.column)))
     if m.kind == "count_units":
         return case_when(exp.GT(this=rows, expression=num(0)), num(1), num(0))
     if m.kind == "units":
@@ -217,7 +231,7 @@ def user_level_ctes(plan: Plan) -> list[tuple[str, exp.Select]]:
     sampling = needs_partition_sampling(plan)
     if sampling:
         # Materialise the random key first: DuckDB refuses volatile expressions in a window's ORDER BY.
-        projections.append(alias(fn("RANDOM"), "__r"))
+        projections.append(alias(cast(exp.Mul(this=fn("RANDOM"), expression=num(2 ** 53)), "BIGINT"), "__r"))
     units = select(*projections, source="__rows", group=[col("__unit"), *[k.copy() for k in keys]])
     ctes = [("__units", units)]
     if sampling:
@@ -289,6 +303,65 @@ def noisy_cte(plan: Plan, function: str) -> exp.Select:
     return query.join(exp.Table(this=ident("__agg")), on=on, join_type="LEFT")
 
 
+COUNTS = ("count", "count_col", "units")
+
+
+def sign_clamp(value: exp.Expression, lower: float | None, upper: float | None, plan: Plan) -> exp.Expression:
+    """With ``nonnegative``, a count or a sum of values >= 0 is never released below 0 (and a sum of
+    values <= 0 never above): post-processing, free, and it only moves answers toward the truth."""
+    if not plan.nonnegative or lower is None:
+        return value
+    if lower >= 0:
+        return fn("GREATEST", value, num(0))
+    if upper <= 0:
+        return fn("LEAST", value, num(0))
+    return value
+
+
+def noisy_total(m: Measurement) -> exp.Expression:
+    return col(m.name) if m.granularity == 1 else exp.Mul(this=cast(col(m.name), "DOUBLE"), expression=num(m.granularity))
+
+
+def half_width(m: Measurement, confidence: float) -> float:
+    """The exact half-width of the noise's central interval at ``confidence``, in output units."""
+    return noise.discrete_laplace_bound(m.scale, confidence) * m.granularity
+
+
+def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Expression] | None:
+    """(low, high) of the confidence interval of one output around its bounded exact value.
+
+    Counts and sums: exact for the discrete Laplace noise (coverage >= ci, the smallest such width).
+    AVG: from a (1+ci)/2 interval for each of its sum and count (union bound): coverage >= ci.
+    """
+    o = plan.outputs[index]
+    if plan.confidence is None or o.kind in ("key", "expr") or o.hidden:
+        return None
+    ms = [plan.measurement(n) for n in o.measurements]
+    if o.kind in COUNTS or o.kind == "sum":
+        m = ms[0]
+        a = half_width(m, plan.confidence)
+        a = int(a) if m.granularity == 1 else a   # counts stay integers
+        lower, upper = (0.0, None) if o.kind in COUNTS else (m.lower, m.upper)
+        return tuple(sign_clamp(op(this=noisy_total(m), expression=num(a)), lower, upper, plan)
+                     for op in (exp.Sub, exp.Add))
+    if o.kind != "avg":
+        return None
+    level = (1 + plan.confidence) / 2
+    total, count = ms
+    a, b = half_width(total, level), half_width(count, level)
+    s, n = noisy_total(total), cast(col(count.name), "DOUBLE")
+    corners = [exp.Div(this=exp.Paren(this=op_s(this=s.copy(), expression=num(a))),
+                       expression=exp.Paren(this=op_n(this=n.copy(), expression=num(b))))
+               for op_s in (exp.Sub, exp.Add) for op_n in (exp.Sub, exp.Add)]
+    unknown = exp.LTE(this=exp.Sub(this=n.copy(), expression=num(b)), expression=num(0))
+
+    def bounded(value):
+        return fn("LEAST", fn("GREATEST", value, num(float(o.lower))), num(float(o.upper)))
+    low = case_when(unknown, num(float(o.lower)), bounded(fn("LEAST", *corners)))
+    high = case_when(unknown.copy(), num(float(o.upper)), bounded(fn("GREATEST", *[c.copy() for c in corners])))
+    return low, high
+
+
 def output_value(plan: Plan, index: int) -> exp.Expression:
     """Post-processing of released measurements into one output column."""
     o = plan.outputs[index]
@@ -300,11 +373,11 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
             lambda n: output_value(plan, slots[n.name]) if isinstance(n, exp.Column) and n.name in slots else n)
         return safe(inlined)
     ms = [plan.measurement(n) for n in o.measurements]
-    if o.kind in ("count", "count_col", "units"):
-        return col(ms[0].name)
-    total = exp.Mul(this=cast(col(ms[0].name), "DOUBLE"), expression=num(ms[0].granularity))
+    if o.kind in COUNTS:
+        return sign_clamp(col(ms[0].name), 0.0, None, plan)
+    total = noisy_total(ms[0])
     if o.kind == "sum":
-        return total
+        return sign_clamp(total, ms[0].lower, ms[0].upper, plan)
     # AVG = noisy sum / noisy count, never dividing by <= 0, clamped back into the bounds.
     mean = exp.Div(this=total, expression=fn("GREATEST", col(ms[1].name), num(1)))
     return fn("LEAST", fn("GREATEST", mean, num(float(o.lower))), num(float(o.upper)))
@@ -312,7 +385,15 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
 
 def final_select(plan: Plan) -> exp.Select:
     slots = [plan.slot(o) for o in plan.outputs]
-    query = exp.select(*[alias(col(plan.slot(o)), o.name) for o in plan.visible_outputs]).from_("__out")
+    columns = []
+    for i, o in enumerate(plan.outputs):
+        if o.hidden:
+            continue
+        columns.append(alias(col(plan.slot(o)), o.name))
+        if output_interval(plan, i) is not None:
+            columns += [alias(col(f"{plan.slot(o)}_lo"), f"{o.name}_ci_low"),
+                        alias(col(f"{plan.slot(o)}_hi"), f"{o.name}_ci_high")]
+    query = exp.select(*columns).from_("__out")
     if plan.having is not None:
         # On released values only, but it may still compare a key with a number: never an error.
         condition = plan.having.copy().transform(
@@ -337,11 +418,16 @@ def rewrite(plan: Plan, noise_function: str) -> Plan:
         source = ctes[-1][0]
     ctes.append(("__agg", agg_cte(plan, source)))
     ctes.append(("__noisy", noisy_cte(plan, noise_function)))
-    out = exp.select(*[alias(output_value(plan, i), plan.slot(o)) for i, o in enumerate(plan.outputs)]).from_("__noisy")
+    values = [alias(output_value(plan, i), plan.slot(o)) for i, o in enumerate(plan.outputs)]
+    for i, o in enumerate(plan.outputs):
+        interval = output_interval(plan, i)
+        if interval is not None:
+            values += [alias(interval[0], f"{plan.slot(o)}_lo"), alias(interval[1], f"{plan.slot(o)}_hi")]
+    out = exp.select(*values).from_("__noisy")
     if plan.selection is not None:
         out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
     ctes.append(("__out", out))
     query = final_select(plan)
     for name, cte in ctes:
-        query = query.with_(ident(name), as_=cte, materialized=True if name == "__noisy" else None)
+        query = query.with_(ident(name), as_=cte, materialized=True if name == "__noisy" else None, copy=False)
     return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, pretty=True))

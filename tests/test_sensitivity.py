@@ -31,9 +31,10 @@ def exact_sql(plan) -> str:
     tree = sqlglot.parse_one(plan.rewritten_sql, read="duckdb")
 
     def coupled(node):
-        if isinstance(node, exp.Rand):
+        if isinstance(node, exp.Alias) and node.alias == "__r":
             keys = [exp.column(f"k{i}", quoted=True) for i in range(len(plan.group_keys))]
-            return exp.Anonymous(this="hash", expressions=[exp.column("__unit", quoted=True), *keys])
+            key = exp.Anonymous(this="hash", expressions=[exp.column("__unit", quoted=True), *keys])
+            return exp.alias_(exp.Mod(this=key, expression=exp.Literal.number(2 ** 53)), "__r")
         return node
 
     tree = tree.transform(coupled)

@@ -1,5 +1,7 @@
 """The noise DuckDB actually adds, through the real rewritten SQL, matches the plan's distribution.
 
+Raw noise is read with ``nonnegative=False``: the default clamps counts at 0, which is post-processing.
+
 One GROUP BY over thousands of public keys gives thousands of independent draws in one query. The
 generator is seeded and DuckDB runs on one thread, so every run sees the same draws: these tests
 are deterministic, and their tolerances are stated where they are checked.
@@ -46,7 +48,7 @@ def chi_squared_p(draws: np.ndarray, scale: float) -> float:
 def test_count_noise_is_discrete_laplace_with_scale_one_over_epsilon(epsilon):
     """>= 3000 draws of COUNT noise; the fit is rejected only if p < 0.001."""
     db, exact = connection()
-    rows = db.sql("SELECT k, COUNT(*) AS n FROM t GROUP BY k", epsilon=epsilon).fetchall()
+    rows = db.sql("SELECT k, COUNT(*) AS n FROM t GROUP BY k", epsilon=epsilon, nonnegative=False).fetchall()
     assert len(rows) == GROUPS, "every public key is released, empty groups included"
     draws = np.array([n - exact.get(k, 0) for k, n in rows])
     assert draws.dtype.kind == "i", "counts get integer noise"
@@ -59,7 +61,7 @@ def test_user_level_count_noise_scales_with_L_times_C():
     db, exact = connection(unit="u", L=2, C=3)
     plan = db.explain("SELECT k, COUNT(*) FROM t GROUP BY k", epsilon=1.0)
     assert plan.measurements[0].sensitivity == 6 and plan.measurements[0].scale == 6
-    rows = db.sql("SELECT k, COUNT(*) FROM t GROUP BY k", epsilon=1.0).fetchall()
+    rows = db.sql("SELECT k, COUNT(*) FROM t GROUP BY k", epsilon=1.0, nonnegative=False).fetchall()
     draws = np.array([n - exact.get(k, 0) for k, n in rows])
     assert chi_squared_p(draws, 6.0) > 0.001
 
@@ -68,7 +70,7 @@ def test_sum_noise_lies_on_the_grid_and_its_mean_absolute_error_matches_the_scal
     """MAE over 3000 groups within 10% of the exact E|X| of the grid noise (scale = 10 / epsilon)."""
     db, _ = connection(lower=0.0, upper=10.0)
     exact = dict(db._con.execute("SELECT k, SUM(LEAST(GREATEST(v, 0), 10)) FROM t GROUP BY k").fetchall())
-    res = db.sql("SELECT k, SUM(v) AS s FROM t GROUP BY k", epsilon=1.0)
+    res = db.sql("SELECT k, SUM(v) AS s FROM t GROUP BY k", epsilon=1.0, nonnegative=False)
     m = res.plan.measurements[0]
     errors = np.array([s - (exact.get(k) or 0.0) for k, s in res.fetchall()])
     steps = errors / m.granularity
