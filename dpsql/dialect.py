@@ -22,7 +22,7 @@ from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.parsers.duckdb import DuckDBParser
 
-DP_AGGREGATES = ("COUNT", "SUM", "AVG")
+DP_AGGREGATES = ("COUNT", "SUM", "AVG", "VAR_POP", "VAR_SAMP", "VARIANCE", "STDDEV", "STDDEV_POP", "STDDEV_SAMP")
 
 
 class DifferentialPrivacy(exp.Expression):

@@ -52,6 +52,10 @@ def output_line(plan: Plan, index: int) -> str:
     ms = o.measurements
     if o.kind == "avg":
         return f"  {o.name} = {ms[0]} / max({ms[1]}, 1), clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}"
+    if o.kind.startswith(("var", "stddev")):
+        root = "sqrt of " if o.kind.startswith("stddev") else ""
+        return (f"  {o.name} = {root}{ms[2]}/n - ({ms[1]}/n)^2 with n = max({ms[0]}, 1), "
+                f"{'times n/(n-1), ' if o.kind.endswith('_samp') else ''}never negative{hidden}")
     error = plan.measurement(ms[0]).error
     return f"  {o.name} = {ms[0]}{hidden}   ({int(CONFIDENCE * 100)}%: within +-{fmt(error)})"
 

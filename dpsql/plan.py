@@ -27,7 +27,7 @@ from .policy import TablePolicy
 from .options import aggregate_bounds
 from .sensitivity import (count_sensitivity, granularity, grid_bound, selection_threshold, sum_sensitivity,
                           unit_total_sensitivity)
-from .validate import AGGREGATES, Scope, group_keys, is_key, name_of
+from .validate import AGGREGATES, Scope, argument_bounds, group_keys, is_key, name_of, unqualified
 
 CONFIDENCE = 0.95
 
@@ -51,6 +51,7 @@ class Measurement:
     bounding: str = "rows"        # "rows": clamp rows, cap C per unit; else clamp per-unit aggregates
     row_lower: float | None = None  # optional per-row clamp before a per-unit aggregate
     row_upper: float | None = None
+    argument: exp.Expression | None = None   # what is counted or summed per row (columns clamped)
     mechanism: str = "discrete Laplace"
 
     def __post_init__(self):
@@ -74,6 +75,11 @@ class Measurement:
             return f"SUM(per-unit AVG({self.column}))"
         return label
 
+    @property
+    def accuracy(self) -> str:
+        """What the 95% error is relative to."""
+        return "bounded exact value"
+
 
 @dataclass(frozen=True)
 class Output:
@@ -89,6 +95,7 @@ class Output:
     hidden: bool = False          # needed by HAVING/ORDER BY but not selected
     per_row: tuple[float, float] | None = None    # GoogleSQL contribution_bounds_per_row
     per_group: tuple[float, float] | None = None  # GoogleSQL contribution_bounds_per_group
+    argument: exp.Expression | None = None        # the aggregate's argument (unqualified)
 
 
 @dataclass(frozen=True)
@@ -210,47 +217,77 @@ def check_budget_parameters(epsilon: float, delta: float) -> tuple[float, float]
     return float(epsilon), float(delta)
 
 
-def _aggregate_signature(agg: exp.Expression) -> tuple[str, str | None]:
+VARIANCES = {exp.VariancePop: "var_pop", exp.Variance: "var_samp", exp.StddevPop: "stddev_pop",
+             exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp"}
+
+
+def _aggregate_signature(agg: exp.Expression) -> tuple[str, str | None, exp.Expression | None]:
+    """(kind, label, argument): the label is the argument's SQL, the argument unqualified."""
     if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Distinct):
-        return ("units", name_of(agg.this.expressions[0]))
-    if isinstance(agg, exp.Count):
-        return ("count", None) if isinstance(agg.this, exp.Star) else ("count_col", name_of(agg.this))
-    return ("sum" if isinstance(agg, exp.Sum) else "avg", name_of(agg.this))
+        return ("units", name_of(agg.this.expressions[0]), None)
+    if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Star):
+        return ("count", None, None)
+    argument = unqualified(agg.this)
+    label = argument.name.lower() if isinstance(argument, exp.Column) else argument.sql(dialect="duckdb")
+    kind = "count_col" if isinstance(agg, exp.Count) else "sum" if isinstance(agg, exp.Sum) else \
+        "avg" if isinstance(agg, exp.Avg) else VARIANCES[type(agg)]
+    return (kind, label, argument)
 
 
 def _default_name(kind: str, column: str | None) -> str:
     # DuckDB's own default names, so results read as they would from plain DuckDB.
-    return {"count": "count_star()", "count_col": f"count({column})", "sum": f"sum({column})",
-            "avg": f"avg({column})", "units": f"count(DISTINCT {column})"}[kind]
+    if kind == "count":
+        return "count_star()"
+    if kind == "units":
+        return f"count(DISTINCT {column})"
+    return f"{'count' if kind == 'count_col' else kind}({column})"
 
 
 @dataclass(frozen=True)
 class Need:
     """A noisy quantity an output needs, before it gets a name and a share of epsilon."""
     kind: str
-    column: str | None
+    column: str | None                      # label: the argument's SQL
     lower: float | None = None
     upper: float | None = None
     bounding: str = "rows"
     row_lower: float | None = None
     row_upper: float | None = None
+    argument: exp.Expression | None = None  # what is counted or summed, per row
+
+
+def centre(o: Output) -> tuple[float, float]:
+    """Midpoint and half-width of a variance's bounds: it is computed from centred values, whose
+    squares lie in [0, r^2] instead of [0, max(lo^2, hi^2)], so their sum needs less noise."""
+    return (o.lower + o.upper) / 2, (o.upper - o.lower) / 2
 
 
 def needs(o: Output) -> list[Need]:
     """The measurements behind one output; identical ones are shared between outputs."""
     if o.kind == "units":
         return [Need("units", None)]
-    row = o.per_row or (o.lower, o.upper) if o.column else (None, None)
+    if o.kind == "count":
+        return [Need("count", None)] if o.per_group is None else [Need("count", None, *o.per_group, "unit_total")]
+    arg, label = o.argument, o.column
+    if o.kind in VARIANCES.values():
+        m, r = centre(o)
+        centred = exp.Sub(this=exp.Paren(this=arg.copy()), expression=exp.Literal.number(repr(m)))
+        square = exp.Mul(this=exp.Paren(this=centred), expression=exp.Paren(this=centred.copy()))
+        return [Need("count_col", label, argument=arg),
+                Need("sum", f"{label} - {m:g}", -r, r, argument=centred),
+                Need("sum", f"({label} - {m:g})^2", 0.0, r * r, argument=square)]
+    row = o.per_row or (o.lower, o.upper)
     if o.per_group is None:
-        return {"count": [Need("count", None)], "count_col": [Need("count_col", o.column)],
-                "sum": [Need("sum", o.column, *row)],
-                "avg": [Need("sum", o.column, *row), Need("count_col", o.column)]}[o.kind]
+        return {"count_col": [Need("count_col", label, argument=arg)],
+                "sum": [Need("sum", label, *row, argument=arg)],
+                "avg": [Need("sum", label, *row, argument=arg), Need("count_col", label, argument=arg)]}[o.kind]
     pre = o.per_row or (None, None)
-    if o.kind in ("count", "count_col"):
-        return [Need(o.kind, o.column, *o.per_group, "unit_total")]
+    if o.kind == "count_col":
+        return [Need("count_col", label, *o.per_group, "unit_total", argument=arg)]
     if o.kind == "sum":
-        return [Need("sum", o.column, *o.per_group, "unit_total", *pre)]
-    return [Need("sum", o.column, *o.per_group, "unit_mean", *pre), Need("count_units", o.column)]
+        return [Need("sum", label, *o.per_group, "unit_total", *pre, argument=arg)]
+    return [Need("sum", label, *o.per_group, "unit_mean", *pre, argument=arg),
+            Need("count_units", label, argument=arg)]
 
 
 def _measurement(name: str, need: Need, L: int, C: int, epsilon: float) -> Measurement:
@@ -268,7 +305,7 @@ def _measurement(name: str, need: Need, L: int, C: int, epsilon: float) -> Measu
     scale = float(noise.dyadic_scale(Fraction(sens) / Fraction(epsilon)))
     return Measurement(name=name, kind=need.kind, column=need.column, lower=need.lower, upper=need.upper,
                        granularity=g, sensitivity=sens, epsilon=epsilon, scale=scale, bounding=need.bounding,
-                       row_lower=need.row_lower, row_upper=need.row_upper)
+                       row_lower=need.row_lower, row_upper=need.row_upper, argument=need.argument)
 
 
 class _Outputs:
@@ -283,17 +320,17 @@ class _Outputs:
         return len(self.items) - 1
 
     def aggregate(self, agg: exp.Expression, name: str | None, hidden: bool) -> int:
-        kind, column = _aggregate_signature(agg)
+        kind, column, argument = _aggregate_signature(agg)
         bounds = aggregate_bounds(agg, self.scope.refuse)
         if hidden:
             for i, o in enumerate(self.items):
                 if o is not None and (o.kind, o.column, o.per_row, o.per_group) == \
                         (kind, column, bounds.per_row, bounds.per_group):
                     return i
-        col = self.scope.table.columns.get(column) if column else None
-        lower, upper = bounds.per_group or bounds.per_row or ((col.lower, col.upper) if col else (None, None))
+        derived = argument_bounds(argument, self.scope.table) if argument is not None else None
+        lower, upper = bounds.per_group or bounds.per_row or derived or (None, None)
         return self.add(Output(name=name or _default_name(kind, column), kind=kind, column=column,
-                               lower=lower, upper=upper, hidden=hidden,
+                               lower=lower, upper=upper, hidden=hidden, argument=argument,
                                per_row=bounds.per_row, per_group=bounds.per_group))
 
 

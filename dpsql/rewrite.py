@@ -90,9 +90,26 @@ def on_grid(value: exp.Expression, m: Measurement) -> exp.Expression:
     return cast(scaled, "BIGINT")
 
 
-def row_value(column: str, m: Measurement) -> exp.Expression:
+def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
+    """An aggregate's argument for one row, as DOUBLE: a column as read; in an expression, every
+    bounded column clamped to its bounds first (what interval arithmetic assumed), under TRY()."""
+    if isinstance(argument, exp.Column):
+        return cast(col(argument.name), "DOUBLE")
+
+    def clamped(node):
+        if isinstance(node, exp.Column):
+            policy = plan.table.columns.get(node.name.lower())
+            value = col(node.name.lower())
+            if policy is not None and policy.bounded:
+                return clamp(cast(value, "DOUBLE"), policy.lower, policy.upper)
+            return value
+        return node
+    return cast(safe(argument.copy().transform(clamped)), "DOUBLE")
+
+
+def row_value(plan: Plan, m: Measurement) -> exp.Expression:
     """A row's value as DOUBLE (never an integer overflow), clamped per row when bounds say so."""
-    x = cast(col(column), "DOUBLE")
+    x = argument_value(plan, m.argument)
     return x if m.row_lower is None else clamp(x, m.row_lower, m.row_upper)
 
 
@@ -161,13 +178,15 @@ def rows_cte(plan: Plan) -> exp.Select:
     projections = [alias(safe(quoted(k.expression)), name) for k, name in zip(plan.group_keys, key_names(plan))]
     if not plan.table.row_level:
         projections.insert(0, alias(col(plan.table.privacy_unit), "__unit"))
-    for column in dict.fromkeys(m.column for m in plan.measurements if m.column):
-        projections.append(alias(col(column), raw_column(column)))
+    raw = {m.column: m.argument for m in plan.measurements if m.argument is not None}
+    for label, argument in raw.items():
+        value = col(argument.name) if isinstance(argument, exp.Column) else safe(quoted(argument))
+        projections.append(alias(value, raw_column(label)))
     for m in plan.measurements:
         if m.kind == "sum" and m.bounding == "rows":
-            projections.append(alias(on_grid(cast(col(m.column), "DOUBLE"), m), value_column(m)))
+            projections.append(alias(on_grid(argument_value(plan, m.argument), m), value_column(m)))
         elif m.kind == "sum":
-            projections.append(alias(row_value(m.column, m), value_column(m)))
+            projections.append(alias(row_value(plan, m), value_column(m)))
     if not projections:
         projections.append(alias(num(1), "__one"))
     conditions = [user_where(plan), *key_filter(plan)]
@@ -345,7 +364,7 @@ def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Express
         return tuple(sign_clamp(op(this=noisy_total(m), expression=num(a)), lower, upper, plan)
                      for op in (exp.Sub, exp.Add))
     if o.kind != "avg":
-        return None
+        return None   # variances: no exact interval is offered
     level = (1 + plan.confidence) / 2
     total, count = ms
     a, b = half_width(total, level), half_width(count, level)
@@ -378,9 +397,28 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
     total = noisy_total(ms[0])
     if o.kind == "sum":
         return sign_clamp(total, ms[0].lower, ms[0].upper, plan)
+    if o.kind != "avg":
+        return variance(o, ms)
     # AVG = noisy sum / noisy count, never dividing by <= 0, clamped back into the bounds.
     mean = exp.Div(this=total, expression=fn("GREATEST", col(ms[1].name), num(1)))
     return fn("LEAST", fn("GREATEST", mean, num(float(o.lower))), num(float(o.upper)))
+
+
+def variance(o, ms) -> exp.Expression:
+    """VAR/STDDEV from noisy n, sum(x - m) and sum((x - m)^2) (m the bounds' midpoint, r the half-width):
+    var = S2/n - (S1/n)^2, clamped to [0, r^2], the most a variable within the bounds can have;
+    never dividing by <= 0. Sample versions scale by n/(n-1)."""
+    count, first, second = ms
+    n = cast(fn("GREATEST", col(count.name), num(1)), "DOUBLE")
+    mean = exp.Div(this=noisy_total(first), expression=n)
+    value = exp.Sub(this=exp.Div(this=noisy_total(second), expression=n.copy()),
+                    expression=exp.Mul(this=exp.Paren(this=mean), expression=exp.Paren(this=mean.copy())))
+    r = (o.upper - o.lower) / 2
+    if o.kind.endswith("_samp"):
+        value = exp.Div(this=exp.Mul(this=exp.Paren(this=value), expression=n.copy()),
+                        expression=fn("GREATEST", exp.Sub(this=n.copy(), expression=num(1)), num(1)))
+    value = fn("LEAST", fn("GREATEST", value, num(0.0)), num(float(r * r) * (2 if o.kind.endswith("_samp") else 1)))
+    return fn("SQRT", value) if o.kind.startswith("stddev") else value
 
 
 def final_select(plan: Plan) -> exp.Select:

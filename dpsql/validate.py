@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from .errors import DpsqlError, PrivacyViolation, UnsupportedConstruct
+from .intervals import interval
 from .options import QueryOptions, aggregate_bounds, query_options
 from .parse import span
 from .policy import ColumnPolicy, Policy, TablePolicy
 from .schema import is_numeric, is_string
 
-AGGREGATES = (exp.Count, exp.Sum, exp.Avg)
+AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.VariancePop, exp.Variance, exp.StddevPop, exp.Stddev, exp.StddevSamp)
+BOUNDED_AGGREGATES = AGGREGATES[1:]   # their argument needs a finite range
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 # Deterministic scalar functions and operators. Any error they could raise on some row (overflow,
 # division by zero, a failing cast, a bad date) becomes NULL: the rewrite wraps them in TRY(), so
@@ -230,16 +232,23 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
                                f"{fname}(DISTINCT ...) is not supported", agg)
         if isinstance(agg, exp.Count) and isinstance(arg, exp.Star):
             continue
-        if not isinstance(arg, exp.Column) or agg.args.get("expressions"):
-            raise scope.refuse("DP302", f"{fname} takes one column of the table", agg)
-        col = scope.table.columns[name_of(arg)]
+        if arg is None or isinstance(arg, exp.Star) or agg.args.get("expressions"):
+            raise scope.refuse("DP302", f"{fname} takes one argument: a column or an expression of columns", agg)
+        if not isinstance(agg, BOUNDED_AGGREGATES):
+            continue
         bounds = aggregate_bounds(agg, scope.refuse)
-        if isinstance(agg, (exp.Sum, exp.Avg)) and not (col.bounded or bounds.per_row or bounds.per_group):
-            raise scope.refuse("DP302", f"{fname}({arg.name}): column {arg.name!r} has no bounds in the policy",
-                               agg, hint=f"declare lower and upper for {arg.name!r} in the policy, or pass "
-                                         "contribution_bounds_per_row => (lower, upper)")
-        if isinstance(agg, (exp.Sum, exp.Avg)) and col.sql_type and not is_numeric(col.sql_type):
-            raise scope.refuse("DP302", f"{fname}({arg.name}): column {arg.name!r} is not numeric", agg)
+        if bounds.per_group and not isinstance(agg, (exp.Sum, exp.Avg)):
+            raise scope.refuse("DP310", f"{fname} takes contribution_bounds_per_row only", agg)
+        if isinstance(arg, exp.Column):
+            col = scope.table.columns[name_of(arg)]
+            if col.sql_type and not is_numeric(col.sql_type):
+                raise scope.refuse("DP302", f"{fname}({arg.name}): column {arg.name!r} is not numeric", agg)
+        if not (bounds.per_row or bounds.per_group or argument_bounds(unqualified(arg), scope.table)):
+            what = f"column {arg.name!r} has no bounds in the policy" if isinstance(arg, exp.Column) else \
+                f"no finite bounds follow from the bounds of its columns for {arg.sql()}"
+            raise scope.refuse("DP302", f"{fname}: {what}", agg,
+                               hint="declare lower and upper for its columns in the policy, or pass "
+                                    "contribution_bounds_per_row => (lower, upper)")
 
 
 @dataclass(frozen=True)
@@ -255,8 +264,16 @@ class KeySpec:
         return name_of(self.expression) if isinstance(self.expression, exp.Column) else None
 
 
-def _unqualified(node: exp.Expression) -> exp.Expression:
+def unqualified(node: exp.Expression) -> exp.Expression:
     return node.copy().transform(lambda n: exp.column(name_of(n)) if isinstance(n, exp.Column) else n)
+
+
+def argument_bounds(argument: exp.Expression, table) -> tuple[float, float] | None:
+    """The finite range of an aggregate's argument, by interval arithmetic over the columns' bounds."""
+    def column_bounds(name: str):
+        col = table.columns.get(name)
+        return (col.lower, col.upper) if col is not None and col.bounded else None
+    return interval(argument, column_bounds)
 
 
 def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
@@ -279,7 +296,7 @@ def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
         if isinstance(node, exp.Literal) or not list(columns_in(node)):
             raise scope.refuse("DP304", "GROUP BY takes columns, or expressions of columns, with public keys", item)
         cols = tuple(dict.fromkeys(scope.table.columns[name_of(c)] for c in columns_in(node)))
-        keys.append(KeySpec(node=item, expression=_unqualified(node), columns=cols))
+        keys.append(KeySpec(node=item, expression=unqualified(node), columns=cols))
     return keys
 
 
@@ -301,7 +318,7 @@ def group_keys_public(select: exp.Select, scope: Scope) -> None:
 
 def is_key(node: exp.Expression, keys: list[KeySpec]) -> bool:
     """Whether ``node`` (outside any aggregate) is one of the GROUP BY keys, written the same way."""
-    text = _unqualified(node).sql()
+    text = unqualified(node).sql()
     return any(k.expression.sql() == text for k in keys)
 
 

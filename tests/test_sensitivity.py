@@ -81,6 +81,8 @@ QUERIES = [
     "SELECT grp, SUM(v) FROM t WHERE v > 0 OR v IS NULL GROUP BY grp",
     "SELECT grp, SUM(v, contribution_bounds_per_row => (-3, 7)), AVG(v, contribution_bounds_per_row => (0, 1)) "
     "FROM t GROUP BY grp",
+    "SELECT grp, VAR_POP(v), STDDEV_SAMP(v), SUM(v * 2 - 1), SUM(CASE WHEN v > 0 THEN 1 ELSE 0 END), "
+    "COUNT(v / 2) FROM t GROUP BY grp",
 ]
 # GoogleSQL per-unit bounds: each unit's total (or mean) in a partition is clamped, whatever its rows.
 USER_QUERIES = QUERIES + [

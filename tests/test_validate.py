@@ -19,7 +19,7 @@ def test_private_key_refusal_says_what_to_do(db):
 
 
 def test_unbounded_sum_says_what_to_do(db):
-    err = refusal(db, "SELECT SUM(zip) FROM people")
+    err = refusal(db, "SELECT SUM(income / age) FROM people")
     assert "lower and upper" in err.hint
 
 

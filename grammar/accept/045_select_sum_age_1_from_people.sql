@@ -1,2 +1,1 @@
--- expect: DP302
 SELECT SUM(age + 1) FROM people

@@ -1,0 +1,108 @@
+"""Interval arithmetic: a finite [lower, upper] that an aggregate's argument can never leave.
+
+Columns contribute their policy bounds (the rewrite clamps them to those bounds first), literals
+themselves; operators combine intervals soundly. Conditions (WHERE-like parts of CASE) need no
+bounds. Anything without a finite bound is None, and the aggregate is refused.
+
+>>> import sqlglot
+>>> bounds = {"price": (0.0, 10.0), "qty": (1.0, 5.0), "age": (0.0, 120.0)}
+>>> interval(sqlglot.parse_one("price * qty - 1"), bounds.get)
+(-1.0, 49.0)
+>>> interval(sqlglot.parse_one("CASE WHEN age > 60 THEN 1 ELSE 0 END"), bounds.get)
+(0.0, 1.0)
+>>> interval(sqlglot.parse_one("price / (qty - 1)"), bounds.get) is None
+True
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from sqlglot import exp
+
+Interval = tuple[float, float]
+INTEGER_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINT", "UBIGINT"}
+
+
+def _hull(parts: list[Interval | None]) -> Interval | None:
+    if not parts or any(p is None for p in parts):
+        return None
+    return min(p[0] for p in parts), max(p[1] for p in parts)
+
+
+def _corners(a: Interval, b: Interval, op) -> Interval | None:
+    with_errors = [op(x, y) for x in a for y in b]
+    if any(not math.isfinite(v) for v in with_errors):
+        return None
+    return min(with_errors), max(with_errors)
+
+
+def interval(node: exp.Expression, column_bounds: Callable[[str], Interval | None]) -> Interval | None:
+    """A sound [lower, upper] for ``node``'s numeric value, or None where none can be derived."""
+    result = _interval(node, column_bounds)
+    if result is None or not all(math.isfinite(v) for v in result):
+        return None
+    return float(result[0]), float(result[1])
+
+
+def _interval(node: exp.Expression, bounds) -> Interval | None:
+    if isinstance(node, exp.Paren):
+        return _interval(node.this, bounds)
+    if isinstance(node, exp.Column):
+        return bounds(node.name.lower())
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            value = float(node.this)
+        except ValueError:
+            return None
+        return (value, value)
+    if isinstance(node, exp.Boolean):
+        return (float(node.this), float(node.this))
+    if isinstance(node, exp.Neg):
+        inner = _interval(node.this, bounds)
+        return None if inner is None else (-inner[1], -inner[0])
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+        a, b = _interval(node.this, bounds), _interval(node.expression, bounds)
+        if a is None or b is None:
+            return None
+        op = {exp.Add: lambda x, y: x + y, exp.Sub: lambda x, y: x - y, exp.Mul: lambda x, y: x * y}[type(node)]
+        return _corners(a, b, op)
+    if isinstance(node, exp.Div):
+        a, b = _interval(node.this, bounds), _interval(node.expression, bounds)
+        if a is None or b is None or b[0] <= 0 <= b[1]:
+            return None   # a divisor that can be 0 has no finite bound
+        return _corners(a, b, lambda x, y: x / y)
+    if isinstance(node, (exp.Case, exp.If)):
+        branches = [i.args.get("true") for i in node.args.get("ifs", [])] if isinstance(node, exp.Case) \
+            else [node.args.get("true")]
+        default = node.args.get("default") if isinstance(node, exp.Case) else node.args.get("false")
+        branches = [b for b in branches + [default] if b is not None and not isinstance(b, exp.Null)]
+        return _hull([_interval(b, bounds) for b in branches])
+    if isinstance(node, exp.Coalesce):
+        return _hull([_interval(a, bounds) for a in [node.this, *node.expressions]])
+    if isinstance(node, (exp.Greatest, exp.Least)):
+        parts = [_interval(a, bounds) for a in [node.this, *node.expressions]]
+        if any(p is None for p in parts):
+            return None
+        pick = max if isinstance(node, exp.Greatest) else min
+        return pick(p[0] for p in parts), pick(p[1] for p in parts)
+    if isinstance(node, exp.Abs):
+        a = _interval(node.this, bounds)
+        if a is None:
+            return None
+        if a[0] >= 0:
+            return a
+        if a[1] <= 0:
+            return (-a[1], -a[0])
+        return (0.0, max(-a[0], a[1]))
+    if isinstance(node, (exp.Round, exp.Floor, exp.Ceil)):
+        a = _interval(node.this, bounds)
+        return None if a is None else (math.floor(a[0]), math.ceil(a[1]))
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        a = _interval(node.this, bounds)
+        target = node.to.this.name if hasattr(node.to.this, "name") else str(node.to.this)
+        if a is None or target.upper() not in INTEGER_TYPES | {"DOUBLE", "FLOAT", "DECIMAL"}:
+            return None
+        # An integer cast rounds: it can move a value by up to one half in either direction.
+        return (math.floor(a[0]), math.ceil(a[1])) if target.upper() in INTEGER_TYPES else a
+    return None

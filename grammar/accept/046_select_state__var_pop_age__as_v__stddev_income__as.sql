@@ -1,0 +1,1 @@
+SELECT state, VAR_POP(age) AS v, STDDEV(income) AS s FROM people GROUP BY state

@@ -1,0 +1,1 @@
+SELECT COUNT(income / 2), AVG(ABS(age - 50)) FROM people

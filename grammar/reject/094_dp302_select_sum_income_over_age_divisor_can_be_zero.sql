@@ -1,0 +1,2 @@
+-- expect: DP302
+SELECT SUM(income / age) FROM people
