@@ -25,7 +25,7 @@ from . import noise
 from .errors import InternalError, InvalidParameter, PrivacyViolation
 from .policy import TablePolicy
 from .options import aggregate_bounds
-from .sensitivity import (count_sensitivity, granularity, grid_bound, selection_threshold, sum_sensitivity,
+from .sensitivity import (count_sensitivity, distinct_sensitivity, granularity, grid_bound, selection_threshold, sum_sensitivity,
                           unit_total_sensitivity)
 from .validate import AGGREGATES, Scope, argument_bounds, group_keys, is_key, name_of, unqualified
 
@@ -55,7 +55,7 @@ class Measurement:
     mechanism: str = "discrete Laplace"
 
     def __post_init__(self):
-        if self.kind not in ("count", "count_col", "sum", "count_units", "units") or \
+        if self.kind not in ("count", "count_col", "sum", "count_units", "units", "distinct") or \
                 self.bounding not in ("rows", "unit_total", "unit_mean"):
             raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug")
         if not (self.epsilon > 0 and self.sensitivity >= 0 and
@@ -70,7 +70,8 @@ class Measurement:
     @property
     def label(self) -> str:
         label = {"count": "COUNT(*)", "count_col": f"COUNT({self.column})", "sum": f"SUM({self.column})",
-                 "count_units": f"COUNT(units with {self.column})", "units": "COUNT(DISTINCT unit)"}[self.kind]
+                 "count_units": f"COUNT(units with {self.column})", "units": "COUNT(DISTINCT unit)",
+                 "distinct": f"COUNT(DISTINCT {self.column})"}[self.kind]
         if self.bounding == "unit_mean":
             return f"SUM(per-unit AVG({self.column}))"
         return label
@@ -169,9 +170,11 @@ class Plan:
 
     @property
     def max_groups(self) -> int:
+        """L: partitions one unit may reach (never more than there are)."""
         if self.table.row_level:
             return 1
-        return self.max_groups_option or self.table.max_groups_per_unit
+        L = self.max_groups_option or self.table.max_groups_per_unit
+        return L if self.partitions is None else min(L, self.partitions)
 
     @property
     def max_rows(self) -> int:
@@ -221,10 +224,13 @@ VARIANCES = {exp.VariancePop: "var_pop", exp.Variance: "var_samp", exp.StddevPop
              exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp"}
 
 
-def _aggregate_signature(agg: exp.Expression) -> tuple[str, str | None, exp.Expression | None]:
+def _aggregate_signature(agg: exp.Expression, table: TablePolicy) -> tuple[str, str | None, exp.Expression | None]:
     """(kind, label, argument): the label is the argument's SQL, the argument unqualified."""
     if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Distinct):
-        return ("units", name_of(agg.this.expressions[0]), None)
+        column = unqualified(agg.this.expressions[0])
+        if name_of(column) == table.privacy_unit:
+            return ("units", name_of(column), None)
+        return ("distinct", name_of(column), column)
     if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Star):
         return ("count", None, None)
     argument = unqualified(agg.this)
@@ -238,7 +244,7 @@ def _default_name(kind: str, column: str | None) -> str:
     # DuckDB's own default names, so results read as they would from plain DuckDB.
     if kind == "count":
         return "count_star()"
-    if kind == "units":
+    if kind in ("units", "distinct"):
         return f"count(DISTINCT {column})"
     return f"{'count' if kind == 'count_col' else kind}({column})"
 
@@ -266,6 +272,8 @@ def needs(o: Output) -> list[Need]:
     """The measurements behind one output; identical ones are shared between outputs."""
     if o.kind == "units":
         return [Need("units", None)]
+    if o.kind == "distinct":
+        return [Need("distinct", o.column, argument=o.argument)]
     if o.kind == "count":
         return [Need("count", None)] if o.per_group is None else [Need("count", None, *o.per_group, "unit_total")]
     arg, label = o.argument, o.column
@@ -290,13 +298,15 @@ def needs(o: Output) -> list[Need]:
             Need("count_units", label, argument=arg)]
 
 
-def _measurement(name: str, need: Need, L: int, C: int, epsilon: float) -> Measurement:
+def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: TablePolicy) -> Measurement:
     if need.kind == "sum":
         g = granularity(need.lower, need.upper)
         bound = grid_bound(need.lower, need.upper, g)
         sens = sum_sensitivity(L, C, bound) if need.bounding == "rows" else unit_total_sensitivity(L, bound)
     elif need.kind in ("count_units", "units"):
         g, sens = 1.0, count_sensitivity(L, 1)   # one unit counts once in each of <= L partitions
+    elif need.kind == "distinct":
+        g, sens = 1.0, distinct_sensitivity(L, C, len(table.columns[need.column].keys))
     elif need.bounding == "unit_total":
         g, sens = 1.0, unit_total_sensitivity(L, grid_bound(need.lower, need.upper, 1.0))
     else:
@@ -320,7 +330,7 @@ class _Outputs:
         return len(self.items) - 1
 
     def aggregate(self, agg: exp.Expression, name: str | None, hidden: bool) -> int:
-        kind, column, argument = _aggregate_signature(agg)
+        kind, column, argument = _aggregate_signature(agg, self.scope.table)
         bounds = aggregate_bounds(agg, self.scope.refuse)
         if hidden:
             for i, o in enumerate(self.items):
@@ -347,8 +357,8 @@ def _unique_names(outputs: list[Output]) -> list[Output]:
     return result
 
 
-def _measurements(outputs: list[Output], L: int, C: int, epsilon: float,
-                  selecting: bool) -> tuple[list[Measurement], list[Output]]:
+def _measurements(outputs: list[Output], L: int, C: int, epsilon: float, selecting: bool,
+                  table: TablePolicy) -> tuple[list[Measurement], list[Output]]:
     """One measurement per distinct noisy quantity; epsilon split equally (sequential composition).
 
     Partition selection adds the noisy unit count, shared with COUNT(DISTINCT unit) if asked for.
@@ -359,7 +369,7 @@ def _measurements(outputs: list[Output], L: int, C: int, epsilon: float,
     if not needed:
         raise InvalidParameter("DP301", "the query releases no aggregate")
     names = {need: f"m{i}" for i, need in enumerate(needed)}
-    measurements = [_measurement(names[need], need, L, C, share(epsilon, len(needed))) for need in needed]
+    measurements = [_measurement(names[need], need, L, C, share(epsilon, len(needed)), table) for need in needed]
     outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs(o))})
                if o.kind not in ("key", "expr") else o for o in outputs]
     return measurements, outputs
@@ -442,6 +452,10 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     outputs = _unique_names(collected.items)
     L = 1 if table.row_level else (scope.options.max_groups or table.max_groups_per_unit)
     C = 1 if table.row_level else table.max_rows_per_unit
+    bounds = [k.domain_bound for k in keys]
+    if None not in bounds:
+        # A unit can only reach as many partitions as there are: a global aggregate has L = 1.
+        L = min(L, math.prod(bounds))
     private = [(k, c) for k in specs for c in k.columns if c.keys is None]
     if private and delta == 0:
         key, column = private[0]
@@ -451,7 +465,7 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
                                 "partition selection")
         err.rule = "partition_selection"
         raise err
-    measurements, outputs = _measurements(outputs, L, C, epsilon, selecting=bool(private))
+    measurements, outputs = _measurements(outputs, L, C, epsilon, selecting=bool(private), table=table)
     selection = None
     if private:
         units = next(m for m in measurements if m.kind == "units")

@@ -178,10 +178,16 @@ def rows_cte(plan: Plan) -> exp.Select:
     projections = [alias(safe(quoted(k.expression)), name) for k, name in zip(plan.group_keys, key_names(plan))]
     if not plan.table.row_level:
         projections.insert(0, alias(col(plan.table.privacy_unit), "__unit"))
-    raw = {m.column: m.argument for m in plan.measurements if m.argument is not None}
+    raw = {m.column: m.argument for m in plan.measurements if m.argument is not None and m.kind != "distinct"}
     for label, argument in raw.items():
         value = col(argument.name) if isinstance(argument, exp.Column) else safe(quoted(argument))
         projections.append(alias(value, raw_column(label)))
+    for m in plan.measurements:
+        if m.kind == "distinct":
+            # Only declared keys count: the released count then lies in [0, |keys|] whatever the data.
+            policy = plan.table.columns[m.column]
+            declared = exp.In(this=col(m.column), expressions=[key_literal(v, policy.sql_type) for v in policy.keys])
+            projections.append(alias(case_when(declared, col(m.column), exp.Null()), value_column(m)))
     for m in plan.measurements:
         if m.kind == "sum" and m.bounding == "rows":
             projections.append(alias(on_grid(argument_value(plan, m.argument), m), value_column(m)))
@@ -201,6 +207,8 @@ def exact_aggregate(m: Measurement) -> exp.Expression:
         return exp.Count(this=exp.Star())
     if m.kind == "count_col":
         return exp.Count(this=col(raw_column(m.column)))
+    if m.kind == "distinct":
+        return exp.Count(this=exp.Distinct(expressions=[col(value_column(m))]))
     return exp.Sum(this=col(value_column(m)))
 
 
@@ -226,6 +234,10 @@ def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
         return case_when(exp.GT(this=rows, expression=num(0)), num(1), num(0))
     if m.kind == "units":
         return num(1)   # a row of __units is one (unit, partition) pair
+    if m.kind == "distinct":
+        # At most C of the unit's distinct values (the smallest: any choice keeps the bound).
+        values = fn("LIST_SORT", fn("LIST_DISTINCT", exp.Anonymous(this="LIST", expressions=[v])))
+        return fn("LIST_SLICE", values, num(1), num(C))
     if m.kind in ("count", "count_col"):
         if m.bounding == "unit_total":
             return fn("LEAST", fn("GREATEST", rows, num(int(m.lower))), num(int(m.upper)))
@@ -266,7 +278,10 @@ def agg_cte(plan: Plan, source: str) -> exp.Select:
     if plan.table.row_level:
         values = [alias(exact_aggregate(m), value_column(m)) for m in plan.measurements]
     else:
-        values = [alias(exp.Sum(this=col(value_column(m))), value_column(m)) for m in plan.measurements]
+        values = [alias(exp.Sum(this=col(value_column(m))) if m.kind != "distinct" else
+                        fn("LEN", fn("LIST_DISTINCT", fn("FLATTEN", exp.Anonymous(
+                            this="LIST", expressions=[col(value_column(m))])))), value_column(m))
+                  for m in plan.measurements]
     return select(*keys, *values, source=source, group=[k.copy() for k in keys])
 
 
@@ -322,7 +337,7 @@ def noisy_cte(plan: Plan, function: str) -> exp.Select:
     return query.join(exp.Table(this=ident("__agg")), on=on, join_type="LEFT")
 
 
-COUNTS = ("count", "count_col", "units")
+COUNTS = ("count", "count_col", "units", "distinct")
 
 
 def sign_clamp(value: exp.Expression, lower: float | None, upper: float | None, plan: Plan) -> exp.Expression:

@@ -55,6 +55,12 @@ def unit_total_sensitivity(max_groups: int, bound: int) -> int:
     return max_groups * bound
 
 
+def distinct_sensitivity(max_groups: int, max_rows: int, keys: int) -> int:
+    """COUNT(DISTINCT col) over a public key set: a unit keeps at most C of its values per partition
+    (and no value outside the keys), so it adds at most min(C, |keys|) new values to each of <= L."""
+    return max_groups * min(max_rows, keys)
+
+
 def selection_threshold(scale: float, max_groups: int, delta: float) -> int:
     """tau for DP partition selection: release a group iff its noisy unit count is >= tau.
 

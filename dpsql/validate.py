@@ -227,9 +227,12 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
         if is_unit_count(agg, scope):
             continue
         if isinstance(arg, exp.Distinct):
-            raise scope.refuse("DP303", f"{fname}(DISTINCT ...) is supported for the privacy unit only: "
-                               f"COUNT(DISTINCT {scope.table.privacy_unit})" if not scope.table.row_level else
-                               f"{fname}(DISTINCT ...) is not supported", agg)
+            inner = arg.expressions[0] if len(arg.expressions) == 1 else None
+            policy = scope.table.columns.get(name_of(inner)) if isinstance(inner, exp.Column) else None
+            if isinstance(agg, exp.Count) and policy is not None and policy.keys is not None:
+                continue   # COUNT(DISTINCT col) over a public key set: at most |keys| values
+            raise scope.refuse("DP303", f"{fname}(DISTINCT ...) needs a column with public keys, or the privacy "
+                               "unit: its count could otherwise reveal values only the data holds", agg)
         if isinstance(agg, exp.Count) and isinstance(arg, exp.Star):
             continue
         if arg is None or isinstance(arg, exp.Star) or agg.args.get("expressions"):

@@ -36,9 +36,15 @@ def test_options_are_enforced_by_the_plan(db):
 
 
 def test_per_row_bounds_override_the_policy_clamp(db):
-    plan = db.explain("SELECT SUM(cost, contribution_bounds_per_row => (0, 10)) FROM visits")
+    plan = db.explain("SELECT clinic, SUM(cost, contribution_bounds_per_row => (0, 10)) FROM visits GROUP BY clinic")
     m = plan.measurements[0]
     assert (m.lower, m.upper) == (0, 10) and m.sensitivity * m.granularity == 2 * 3 * 10
+
+
+def test_a_global_aggregate_needs_no_factor_L(db):
+    # One partition: a unit cannot reach L = 2 of them, so L is 1 in the sensitivity.
+    plan = db.explain("SELECT SUM(cost, contribution_bounds_per_row => (0, 10)) FROM visits")
+    assert plan.max_groups == 1 and plan.measurements[0].sensitivity * plan.measurements[0].granularity == 3 * 10
 
 
 def test_query_bounds_make_an_unbounded_column_summable(db):

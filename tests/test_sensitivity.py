@@ -90,6 +90,8 @@ USER_QUERIES = QUERIES + [
     "SUM(v, contribution_bounds_per_group => (-5, 20)), AVG(v, contribution_bounds_per_group => (-1, 3)) "
     "FROM t GROUP BY grp",
     "SELECT v, grp, COUNT(DISTINCT u), AVG(v) FROM t GROUP BY v, grp",
+    "SELECT COUNT(DISTINCT grp), COUNT(*), SUM(v) FROM t",
+    "SELECT v, COUNT(DISTINCT grp) FROM t GROUP BY v",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 1, privacy_unit_column = u) grp, "
     "SUM(v, contribution_bounds_per_row => (0, 1), contribution_bounds_per_group => (0, 2)) FROM t GROUP BY grp",
 ]

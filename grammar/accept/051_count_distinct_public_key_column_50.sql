@@ -1,0 +1,1 @@
+SELECT sex, COUNT(DISTINCT state) AS states FROM people GROUP BY sex

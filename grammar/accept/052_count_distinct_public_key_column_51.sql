@@ -1,0 +1,1 @@
+SELECT COUNT(DISTINCT clinic) AS clinics FROM visits

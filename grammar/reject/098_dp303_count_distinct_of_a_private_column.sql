@@ -1,0 +1,2 @@
+-- expect: DP303
+SELECT COUNT(DISTINCT zip) FROM people
