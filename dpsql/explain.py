@@ -51,7 +51,9 @@ def output_line(plan: Plan, index: int) -> str:
         return f"  {o.name} = {o.expression.sql(dialect='duckdb')}{hidden}"
     ms = o.measurements
     if o.kind == "avg":
-        return f"  {o.name} = {ms[0]} / max({ms[1]}, 1), clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}"
+        centred = plan.measurement(ms[0]).bounding == "rows"
+        start = f"{fmt((o.lower + o.upper) / 2)} + " if centred else ""
+        return f"  {o.name} = {start}{ms[0]} / max({ms[1]}, 1), clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}"
     if o.kind.startswith(("var", "stddev")):
         root = "sqrt of " if o.kind.startswith("stddev") else ""
         return (f"  {o.name} = {root}{ms[2]}/n - ({ms[1]}/n)^2 with n = max({ms[0]}, 1), "

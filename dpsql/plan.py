@@ -285,10 +285,15 @@ def needs(o: Output) -> list[Need]:
                 Need("sum", f"{label} - {m:g}", -r, r, argument=centred),
                 Need("sum", f"({label} - {m:g})^2", 0.0, r * r, argument=square)]
     row = o.per_row or (o.lower, o.upper)
+    if o.kind == "avg" and o.per_group is None:
+        # AVG = m + sum(x - m) / n: the centred sum has sensitivity r = (hi - lo) / 2 instead of
+        # max(|lo|, |hi|), and the count's noise moves the answer by |avg - m| <= r, not |avg|.
+        m, r = centre(o)
+        centred = exp.Sub(this=exp.Paren(this=arg.copy()), expression=exp.Literal.number(repr(m)))
+        return [Need("sum", f"{label} - {m:g}", -r, r, argument=centred), Need("count_col", label, argument=arg)]
     if o.per_group is None:
         return {"count_col": [Need("count_col", label, argument=arg)],
-                "sum": [Need("sum", label, *row, argument=arg)],
-                "avg": [Need("sum", label, *row, argument=arg), Need("count_col", label, argument=arg)]}[o.kind]
+                "sum": [Need("sum", label, *row, argument=arg)]}[o.kind]
     pre = o.per_row or (None, None)
     if o.kind == "count_col":
         return [Need("count_col", label, *o.per_group, "unit_total", argument=arg)]

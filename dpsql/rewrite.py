@@ -384,8 +384,10 @@ def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Express
     total, count = ms
     a, b = half_width(total, level), half_width(count, level)
     s, n = noisy_total(total), cast(col(count.name), "DOUBLE")
-    corners = [exp.Div(this=exp.Paren(this=op_s(this=s.copy(), expression=num(a))),
-                       expression=exp.Paren(this=op_n(this=n.copy(), expression=num(b))))
+    midpoint = (o.lower + o.upper) / 2 if total.bounding == "rows" else 0.0   # centred sums
+    corners = [exp.Add(this=num(midpoint), expression=exp.Div(
+                   this=exp.Paren(this=op_s(this=s.copy(), expression=num(a))),
+                   expression=exp.Paren(this=op_n(this=n.copy(), expression=num(b)))))
                for op_s in (exp.Sub, exp.Add) for op_n in (exp.Sub, exp.Add)]
     unknown = exp.LTE(this=exp.Sub(this=n.copy(), expression=num(b)), expression=num(0))
 
@@ -414,8 +416,11 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
         return sign_clamp(total, ms[0].lower, ms[0].upper, plan)
     if o.kind != "avg":
         return variance(o, ms)
-    # AVG = noisy sum / noisy count, never dividing by <= 0, clamped back into the bounds.
+    # AVG = midpoint + noisy centred sum / noisy count (per-group bounds: noisy sum of per-unit means
+    # / noisy unit count), never dividing by <= 0, clamped back into the bounds.
     mean = exp.Div(this=total, expression=fn("GREATEST", col(ms[1].name), num(1)))
+    if ms[0].bounding == "rows":
+        mean = exp.Add(this=num((o.lower + o.upper) / 2), expression=mean)
     return fn("LEAST", fn("GREATEST", mean, num(float(o.lower))), num(float(o.upper)))
 
 

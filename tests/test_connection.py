@@ -143,7 +143,7 @@ def test_having_order_and_limit_act_on_noisy_values(db):
 
 def test_hidden_aggregates_for_having_are_charged(db):
     plan = db.explain("SELECT state, COUNT(*) FROM people GROUP BY state HAVING AVG(age) > 10")
-    assert [m.label for m in plan.measurements] == ["COUNT(*)", "SUM(age)", "COUNT(age)"]
+    assert [m.label for m in plan.measurements] == ["COUNT(*)", "SUM(age - 50)", "COUNT(age)"]
     assert math.isclose(sum(m.epsilon for m in plan.measurements), plan.epsilon)
 
 

