@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from . import noise
 from .budget import Budget
-from .errors import DpsqlError, ExecutionError, InvalidParameter, PolicyError
+from .errors import DpsqlError, ExecutionError, InvalidParameter, PolicyError, UnsupportedConstruct
 from . import ledger as ledgers
 from .flatten import flatten
 from .parse import parse
@@ -93,6 +93,15 @@ def _open(con_or_path) -> duckdb.DuckDBPyConnection:
         raise PolicyError("DP503", f"cannot open database {str(path)!r}: {e}") from None
 
 
+def plan_signature(plan: Plan) -> str:
+    """Everything about a plan that shapes what it releases, beyond its SQL text."""
+    parts = [f"{m.kind}|{m.column}|{m.lower}|{m.upper}|{m.bounding}|{m.row_lower}|{m.row_upper}|"
+             f"{m.sensitivity}|{m.epsilon!r}|{m.scale!r}" for m in plan.measurements]
+    parts += [f"L={plan.max_groups}", f"C={plan.max_rows}", f"selection={plan.selection}",
+              f"ci={plan.confidence}", f"nonnegative={plan.nonnegative}"]
+    return ";".join(parts)
+
+
 def _choose(name: str, caller, query, default):
     """The caller's value, else the query's OPTIONS, else the policy default; two different ones conflict."""
     if caller is not None and query is not None and caller != query:
@@ -135,12 +144,15 @@ class PrivateConnection:
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
              ci: float | None = None, nonnegative: bool = True) -> Plan:
         """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
-        statement = flatten(parse(sql), sql)
-        scope = validate(statement, sql, self.policy)
-        eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
-        dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
-        return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci, nonnegative=nonnegative),
-                       self._noise_function)
+        try:
+            statement = flatten(parse(sql), sql)
+            scope = validate(statement, sql, self.policy)
+            eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
+            dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
+            return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
+                                      nonnegative=nonnegative), self._noise_function)
+        except RecursionError:
+            raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True) -> Plan:
@@ -177,10 +189,13 @@ class PrivateConnection:
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
         plan = self.plan(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
+        with self._run_lock:
+            relation = self._bind(plan)
         cost = self._ledger.cost(plan)
         text, names = ledgers.normalise_sql(sql)
-        # Post-processing options change the released table, so a replay must match them too.
-        normalised = (text, names + (f"ci={plan.confidence}", f"nonnegative={plan.nonnegative}"))
+        # A replay must match everything that shapes the release: noise (bounds, sensitivities,
+        # scales, L, selection) and post-processing, not only the SQL text.
+        normalised = (text, names + (plan_signature(plan),))
         ticket = self._ledger.reserve(
             cost, sql=normalised[0], plan=ledgers.plan_summary(plan), fresh=fresh, data_version=self._data_version,
             replay_key=ledgers.replay_key(normalised, cost, self._ledger.identity, self._data_version))
@@ -190,7 +205,7 @@ class PrivateConnection:
             return result
         try:
             with self._run_lock:
-                table = self._con.sql(plan.rewritten_sql).to_arrow_table()
+                table = relation.to_arrow_table()
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError):
             # No engine detail: it could depend on the data. The spend stays recorded.
             self._ledger.fail(ticket)
@@ -202,6 +217,21 @@ class PrivateConnection:
         result = Result(table, plan)
         result.replayed = False
         return result
+
+    def _bind(self, plan: Plan):
+        """Let DuckDB parse and bind the rewritten SQL before anything is spent.
+
+        Parser and binder errors (a type mismatch, an expression too deep) depend only on the SQL and
+        the schema, never on the rows, so their message is safe to show, and the query is refused free.
+        """
+        try:
+            return self._con.sql(plan.rewritten_sql)
+        except duckdb.Error as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            err = UnsupportedConstruct("DP311", f"DuckDB cannot run this query: {first}",
+                                       hint="nothing was spent; check the types of the expressions")
+            err.rule = "engine_binds"
+            raise err from None
 
     def close(self) -> None:
         """Close the underlying DuckDB connection (dpsql owns it once connected)."""

@@ -25,6 +25,11 @@ class DpsqlError(Exception):
         self.message = message
         self.hint = hint
         self.sql = sql
+        if sql is not None and start is not None:
+            # Never past the text (a parser may point just after the last character).
+            last = max(len(sql.rstrip()) - 1, 0)
+            start = min(start, last)
+            end = min(end if end is not None else start, last)
         self.start = start
         self.end = end if end is not None else start
         self.rule: str | None = None   # the validation rule that refused, set by the validator

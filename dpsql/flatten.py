@@ -56,6 +56,8 @@ def _replace_cte_tables(select: exp.Select, ctes: dict[str, exp.Expression]) -> 
 def _check_row_wise(inner: exp.Expression, sql: str) -> exp.Select:
     if not isinstance(inner, exp.Select):
         raise _refuse("DP102", "a subquery in FROM must be a plain SELECT", inner, sql)
+    if inner.args.get("from_") is None:
+        raise _refuse("DP201", "a subquery or CTE must read a table of the policy: FROM is missing", inner, sql)
     if inner.meta.get("dp") is not None:
         raise _refuse("DP308", "WITH DIFFERENTIAL_PRIVACY belongs on the outermost SELECT", inner, sql)
     for key, what in (("group", "GROUP BY"), ("having", "HAVING"), ("limit", "LIMIT"), ("offset", "OFFSET"),

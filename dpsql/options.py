@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from .sensitivity import MAX_BOUND
+
 NUMERIC_OPTIONS = ("epsilon", "delta", "max_groups_contributed")
 OPTIONS = (*NUMERIC_OPTIONS, "privacy_unit_column")
 BOUND_NAMES = {"contribution_bounds_per_group": "per_group", "contribution_bounds_per_row": "per_row"}
@@ -105,5 +107,7 @@ def aggregate_bounds(agg: exp.Expression, refuse) -> Bounds:
             raise refuse("DP310", f"{name} takes two finite number literals: (lower, upper)", agg)
         if bounds[0] > bounds[1]:
             raise refuse("DP310", f"{name}: lower {bounds[0]} is above upper {bounds[1]}", agg)
+        if max(abs(bounds[0]), abs(bounds[1])) > MAX_BOUND:
+            raise refuse("DP310", f"{name}: bounds must lie within +-2**50", agg)
         found[key] = (float(bounds[0]), float(bounds[1]))
     return Bounds(**found)

@@ -204,7 +204,10 @@ def share(epsilon: float, parts: int) -> float:
     True
     """
     exact = Fraction(epsilon) / parts
-    value = float(exact)
+    try:
+        value = float(exact)
+    except OverflowError:
+        return 0.0
     return value if Fraction(value) <= exact else math.nextafter(value, 0.0)
 
 
@@ -317,7 +320,13 @@ def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: T
     else:
         g, sens = 1.0, count_sensitivity(L, C)
     # Exact: the scale is the dyadic rational just above sensitivity / epsilon, computed in fractions.
-    scale = float(noise.dyadic_scale(Fraction(sens) / Fraction(epsilon)))
+    if epsilon <= 0:
+        raise InvalidParameter("DP401", "epsilon is too small to share between this query's aggregates")
+    try:
+        scale = float(noise.dyadic_scale(Fraction(sens) / Fraction(epsilon)))
+    except (ValueError, OverflowError, ZeroDivisionError):
+        raise InvalidParameter("DP401", f"epsilon {epsilon:g} is too small: the noise would exceed what the "
+                               "sampler supports (scale < 2**50)") from None
     return Measurement(name=name, kind=need.kind, column=need.column, lower=need.lower, upper=need.upper,
                        granularity=g, sensitivity=sens, epsilon=epsilon, scale=scale, bounding=need.bounding,
                        row_lower=need.row_lower, row_upper=need.row_upper, argument=need.argument)

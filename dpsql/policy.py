@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import yaml
 
 from .errors import PolicyError
+from .sensitivity import MAX_BOUND
 
 ROW = "row"
 
@@ -116,6 +117,8 @@ def _column(name: str, spec: Any, path: str) -> ColumnPolicy:
         upper = _number(spec["upper"], f"{path}.upper")
         if lower > upper:
             raise _fail(f"{path}.lower", f"must be <= upper ({lower:g} > {upper:g})")
+        if max(abs(lower), abs(upper)) > MAX_BOUND:
+            raise _fail(path, f"bounds must lie within +-2**50 ({MAX_BOUND:g})")
     keys = spec.get("keys")
     if keys is not None:
         if not isinstance(keys, (list, tuple)) or not keys:

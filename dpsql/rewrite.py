@@ -132,8 +132,19 @@ def key_filter(plan: Plan) -> list[exp.Expression]:
 
 
 def quoted(node: exp.Expression) -> exp.Expression:
-    """A validated user expression with its columns unqualified and quoted (one table: unambiguous)."""
-    return node.copy().transform(lambda n: col(n.name.lower()) if isinstance(n, exp.Column) else n)
+    """A validated user expression with its columns unqualified and quoted (one table: unambiguous),
+    and every operand that is itself an operation parenthesised: sqlglot would print ``a > 1 = b``,
+    which DuckDB does not parse."""
+    def fix(n):
+        if isinstance(n, exp.Column):
+            return col(n.name.lower())
+        if isinstance(n, (exp.Binary, exp.Not, exp.Neg)):
+            for key in ("this", "expression"):
+                child = n.args.get(key)
+                if isinstance(child, (exp.Binary, exp.Predicate, exp.Not)) and not isinstance(child, exp.Paren):
+                    n.set(key, exp.Paren(this=child))
+        return n
+    return node.copy().transform(fix)
 
 
 def safe(node: exp.Expression) -> exp.Expression:
@@ -142,8 +153,11 @@ def safe(node: exp.Expression) -> exp.Expression:
 
 
 def user_where(plan: Plan) -> exp.Expression | None:
-    """The validated WHERE; a row where it fails is a row where it is NULL: excluded."""
-    return safe(quoted(plan.where)) if plan.where is not None else None
+    """The validated WHERE, always under TRY(): a row where it fails (a function, or a literal that
+    does not cast to its column's type) is a row where it is NULL, excluded."""
+    if plan.where is None:
+        return None
+    return exp.Anonymous(this="TRY", expressions=[quoted(plan.where)])
 
 
 def conjunction(conditions: list[exp.Expression]) -> exp.Expression | None:
@@ -407,7 +421,8 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
         slots = {plan.slot(other): i for i, other in enumerate(plan.outputs)}
         inlined = o.expression.copy().transform(
             lambda n: output_value(plan, slots[n.name]) if isinstance(n, exp.Column) and n.name in slots else n)
-        return safe(inlined)
+        # On released values only, but it may still cast a key (NOT 'F'): never an error.
+        return exp.Anonymous(this="TRY", expressions=[inlined])
     ms = [plan.measurement(n) for n in o.measurements]
     if o.kind in COUNTS:
         return sign_clamp(col(ms[0].name), 0.0, None, plan)

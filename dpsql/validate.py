@@ -23,6 +23,7 @@ from .options import QueryOptions, aggregate_bounds, query_options
 from .parse import span
 from .policy import ColumnPolicy, Policy, TablePolicy
 from .schema import is_numeric, is_string
+from .sensitivity import MAX_BOUND
 
 AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.VariancePop, exp.Variance, exp.StddevPop, exp.Stddev, exp.StddevSamp)
 BOUNDED_AGGREGATES = AGGREGATES[1:]   # their argument needs a finite range
@@ -113,6 +114,11 @@ def allowed_nodes(select: exp.Select, scope: Scope) -> None:
             fname = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
             raise scope.refuse("DP103", f"function {fname.upper()} is not allowed", node)
         raise scope.refuse("DP102", f"{name} is not supported in the dpsql dialect", node)
+    for node in select.find_all(exp.Alias):
+        if node.parent is not select:
+            raise scope.refuse("DP102", "an alias (AS) is only allowed on a SELECT output", node)
+        if not node.alias.strip():
+            raise scope.refuse("DP102", "an output name cannot be empty", node)
     for cast in select.find_all(exp.Cast, exp.TryCast):
         target = cast.to.this.name if hasattr(cast.to.this, "name") else str(cast.to.this)
         if cast.to.expressions or target.upper() not in CAST_TYPES:
@@ -235,7 +241,8 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
                                "unit: its count could otherwise reveal values only the data holds", agg)
         if isinstance(agg, exp.Count) and isinstance(arg, exp.Star):
             continue
-        if arg is None or isinstance(arg, exp.Star) or agg.args.get("expressions"):
+        if arg is None or isinstance(arg, exp.Star) or agg.args.get("expressions") or \
+                (isinstance(arg, exp.Column) and isinstance(arg.this, exp.Star)):
             raise scope.refuse("DP302", f"{fname} takes one argument: a column or an expression of columns", agg)
         if not isinstance(agg, BOUNDED_AGGREGATES):
             continue
@@ -276,7 +283,10 @@ def argument_bounds(argument: exp.Expression, table) -> tuple[float, float] | No
     def column_bounds(name: str):
         col = table.columns.get(name)
         return (col.lower, col.upper) if col is not None and col.bounded else None
-    return interval(argument, column_bounds)
+    derived = interval(argument, column_bounds)
+    if derived is None or max(abs(derived[0]), abs(derived[1])) > MAX_BOUND:
+        return None
+    return derived
 
 
 def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:

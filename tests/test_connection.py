@@ -64,11 +64,22 @@ def test_bad_epsilon_or_delta_is_refused(db, epsilon, delta):
 
 def test_failure_after_the_spend_stays_spent_and_reveals_nothing(raw, policy):
     db = dpsql.connect(raw, ledger=":memory:", policy=policy)
-    raw.execute("DROP TABLE people")   # the owner changes the data under the analyst
+
+    class FailingSource:   # the query fails inside DuckDB, after the charge
+        def below(self, n):
+            raise RuntimeError("secret detail 123")
+    db._source = FailingSource()
     with pytest.raises(ExecutionError) as info:
         db.sql("SELECT COUNT(*) FROM people", epsilon=0.25)
-    assert info.value.code == "DP900" and "people" not in info.value.message
+    assert info.value.code == "DP900" and "123" not in info.value.message
     assert db.budget.spent_epsilon == 0.25
+
+
+def test_a_query_duckdb_cannot_bind_is_refused_before_the_spend(raw, policy):
+    db = dpsql.connect(raw, ledger=":memory:", policy=policy)
+    raw.execute("DROP TABLE people")   # the owner changes the schema under the analyst
+    err = refusal(db, "SELECT COUNT(*) FROM people", epsilon=0.25)
+    assert err.code == "DP311" and db.budget.spent_epsilon == 0
 
 
 def test_connection_is_locked_down(db):

@@ -146,11 +146,27 @@ class _Spy:
         self._con, self._ledger, self.seen = con, ledger, []
 
     def sql(self, text):
-        self.seen.append(raw_rows(self._ledger))    # a separate SQLite connection: committed data only
-        return self._con.sql(text)
+        # dpsql binds the relation before charging and runs it after: look when it runs.
+        return _SpyRelation(self._con.sql(text), self)
 
     def __getattr__(self, name):
         return getattr(self._con, name)
+
+
+class _SpyRelation:
+    def __init__(self, relation, spy):
+        self._relation, self._spy = relation, spy
+
+    def to_arrow_table(self):
+        self._spy.seen.append(raw_rows(self._spy._ledger))   # a separate SQLite connection: committed data only
+        return self._relation.to_arrow_table()
+
+
+class FailingSource:
+    """A noise source that fails: the query fails inside DuckDB, after the charge."""
+
+    def below(self, n):
+        raise RuntimeError("noise source failed")
 
 
 def test_the_spend_is_on_disk_before_duckdb_runs(files):
@@ -169,7 +185,7 @@ def test_a_query_that_fails_after_the_charge_stays_charged(tmp_path):
                 "FROM range(10)")
     ledger = str(tmp_path / "l.sqlite")
     db = dpsql.connect(con, policy=POLICY, ledger=ledger)
-    con.execute("DROP TABLE people")
+    db._source = FailingSource()
     with pytest.raises(ExecutionError):
         db.sql(COUNT, epsilon=0.25)
     assert [r[1:3] for r in raw_rows(ledger)] == [("failed", "0.25")]
