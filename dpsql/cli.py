@@ -156,7 +156,11 @@ def main():
 @click.option("--fresh", is_flag=True, default=False,
               help="Draw new noise and pay, even if this exact query was answered before "
                    "(by default the earlier answer is returned at no cost).")
-def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh):
+@click.option("--ci", "ci", type=float, default=None, metavar="LEVEL",
+              help="Add <col>_ci_low/<col>_ci_high confidence intervals at this level, e.g. 0.95 (free).")
+@click.option("--raw-counts", is_flag=True, default=False,
+              help="Release counts (and sums of non-negative values) without clamping them at 0.")
+def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh, ci, raw_counts):
     """Answer SQL with differential privacy and print the noisy result.
 
     SQL is the query text, or - to read it from stdin.
@@ -164,14 +168,14 @@ def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh):
     \b
     Example:
         dpsql query "SELECT state, AVG(income) AS avg_income FROM people GROUP BY state" \\
-            --db people.duckdb --policy policy.yaml --epsilon 1 --format csv
+            --db people.duckdb --policy policy.yaml --epsilon 1 --format csv --ci 0.95
         echo "SELECT COUNT(*) AS n FROM people" | dpsql query - --db people.duckdb \\
             --policy policy.yaml --ledger budget.sqlite --format json
     """
     text = _read_sql(sql)
     db = _connect(db_path, policy_path, ledger=ledger)
     with _reporting_errors(show_details=False):
-        res = db.sql(text, epsilon=epsilon, delta=delta, **({"fresh": True} if fresh else {}))
+        res = db.sql(text, epsilon=epsilon, delta=delta, fresh=fresh, ci=ci, nonnegative=not raw_counts)
         columns, rows = list(res.columns), res.fetchall()
     if getattr(res, "replayed", False) is True:
         click.echo("note: the same answer as an identical earlier query; no budget spent "

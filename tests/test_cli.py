@@ -211,7 +211,7 @@ def test_unexpected_failure_exits_1_with_one_line(runner, files, monkeypatch):
 def test_unexpected_failure_during_a_query_withholds_engine_details(runner, files, monkeypatch):
     """A raw engine message could quote a row value; the analyst sees only the exception type."""
     class LeakyDb:
-        def sql(self, sql, epsilon=None, delta=None):
+        def sql(self, sql, epsilon=None, delta=None, **options):
             raise ValueError("Could not convert string '123-45-6789' to INT32")
     monkeypatch.setattr(dpsql, "connect", lambda *a, **k: LeakyDb(), raising=False)
     result = invoke(runner, "query", COUNT_BY_SEX, *files)
@@ -236,7 +236,7 @@ class FakeDb:
     def __init__(self, calls):
         self.calls = calls
 
-    def sql(self, sql, epsilon=None, delta=None):
+    def sql(self, sql, epsilon=None, delta=None, **options):
         self.calls.append(("sql", sql, epsilon, delta))
         return FakeResult()
 
@@ -332,3 +332,18 @@ def test_every_command_help_has_an_example(runner, command):
     result = invoke(runner, *command, "--help")
     assert result.exit_code == 0
     assert "Example" in result.stdout
+
+
+def test_ci_and_raw_counts_reach_the_library(tmp_path):
+    con = duckdb.connect(str(tmp_path / "p.duckdb"))
+    con.execute("CREATE TABLE people AS SELECT range AS person_id, 'F' AS sex FROM range(50)")
+    con.close()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"budget": {"epsilon": 10}, "tables": {"people": {
+        "privacy_unit": "person_id", "columns": {"sex": {"keys": ["F", "M"]}}}}}))
+    result = CliRunner().invoke(cli.main, ["query", "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex",
+                                           "--db", str(tmp_path / "p.duckdb"), "--policy", str(policy),
+                                           "--ci", "0.9", "--raw-counts", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert set(rows[0]) == {"sex", "n", "n_ci_low", "n_ci_high"}
