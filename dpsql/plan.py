@@ -52,6 +52,8 @@ class Measurement:
     row_lower: float | None = None  # optional per-row clamp before a per-unit aggregate
     row_upper: float | None = None
     argument: exp.Expression | None = None   # what is counted or summed per row (columns clamped)
+    offset: float | None = None              # centred: sums (x - offset) ** moment
+    moment: int = 1
     mechanism: str = "discrete Laplace"
 
     def __post_init__(self):
@@ -74,6 +76,9 @@ class Measurement:
                  "distinct": f"COUNT(DISTINCT {self.column})"}[self.kind]
         if self.bounding == "unit_mean":
             return f"SUM(per-unit AVG({self.column}))"
+        if self.offset is not None:
+            centred = f"{self.column} - {self.offset:g}"
+            return f"SUM({centred})" if self.moment == 1 else f"SUM(({centred})^{self.moment})"
         return label
 
     @property
@@ -263,6 +268,8 @@ class Need:
     row_lower: float | None = None
     row_upper: float | None = None
     argument: exp.Expression | None = None  # what is counted or summed, per row
+    offset: float | None = None             # sum (x - offset) ** moment instead of x
+    moment: int = 1
 
 
 def centre(o: Output) -> tuple[float, float]:
@@ -282,18 +289,15 @@ def needs(o: Output) -> list[Need]:
     arg, label = o.argument, o.column
     if o.kind in VARIANCES.values():
         m, r = centre(o)
-        centred = exp.Sub(this=exp.Paren(this=arg.copy()), expression=exp.Literal.number(repr(m)))
-        square = exp.Mul(this=exp.Paren(this=centred), expression=exp.Paren(this=centred.copy()))
         return [Need("count_col", label, argument=arg),
-                Need("sum", f"{label} - {m:g}", -r, r, argument=centred),
-                Need("sum", f"({label} - {m:g})^2", 0.0, r * r, argument=square)]
+                Need("sum", label, -r, r, argument=arg, offset=m),
+                Need("sum", label, 0.0, r * r, argument=arg, offset=m, moment=2)]
     row = o.per_row or (o.lower, o.upper)
     if o.kind == "avg" and o.per_group is None:
         # AVG = m + sum(x - m) / n: the centred sum has sensitivity r = (hi - lo) / 2 instead of
         # max(|lo|, |hi|), and the count's noise moves the answer by |avg - m| <= r, not |avg|.
         m, r = centre(o)
-        centred = exp.Sub(this=exp.Paren(this=arg.copy()), expression=exp.Literal.number(repr(m)))
-        return [Need("sum", f"{label} - {m:g}", -r, r, argument=centred), Need("count_col", label, argument=arg)]
+        return [Need("sum", label, -r, r, argument=arg, offset=m), Need("count_col", label, argument=arg)]
     if o.per_group is None:
         return {"count_col": [Need("count_col", label, argument=arg)],
                 "sum": [Need("sum", label, *row, argument=arg)]}[o.kind]
@@ -329,7 +333,8 @@ def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: T
                                "sampler supports (scale < 2**50)") from None
     return Measurement(name=name, kind=need.kind, column=need.column, lower=need.lower, upper=need.upper,
                        granularity=g, sensitivity=sens, epsilon=epsilon, scale=scale, bounding=need.bounding,
-                       row_lower=need.row_lower, row_upper=need.row_upper, argument=need.argument)
+                       row_lower=need.row_lower, row_upper=need.row_upper, argument=need.argument,
+                       offset=need.offset, moment=need.moment)
 
 
 class _Outputs:

@@ -107,6 +107,14 @@ def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
     return cast(safe(argument.copy().transform(clamped)), "DOUBLE")
 
 
+def centred(value: exp.Expression, m: Measurement) -> exp.Expression:
+    """(value - offset) ** moment for centred measurements: DOUBLE arithmetic, which cannot fail."""
+    if m.offset is None:
+        return value
+    diff = exp.Paren(this=exp.Sub(this=value, expression=num(float(m.offset))))
+    return diff if m.moment == 1 else exp.Mul(this=diff, expression=diff.copy())
+
+
 def row_value(plan: Plan, m: Measurement) -> exp.Expression:
     """A row's value as DOUBLE (never an integer overflow), clamped per row when bounds say so."""
     x = argument_value(plan, m.argument)
@@ -204,7 +212,7 @@ def rows_cte(plan: Plan) -> exp.Select:
             projections.append(alias(case_when(declared, col(m.column), exp.Null()), value_column(m)))
     for m in plan.measurements:
         if m.kind == "sum" and m.bounding == "rows":
-            projections.append(alias(on_grid(argument_value(plan, m.argument), m), value_column(m)))
+            projections.append(alias(on_grid(centred(argument_value(plan, m.argument), m), m), value_column(m)))
         elif m.kind == "sum":
             projections.append(alias(row_value(plan, m), value_column(m)))
     if not projections:
