@@ -51,8 +51,8 @@ def output_line(plan: Plan, index: int) -> str:
         return f"  {o.name} = {o.expression.sql(dialect='duckdb')}{hidden}"
     ms = o.measurements
     if o.kind == "avg":
-        centred = plan.measurement(ms[0]).bounding == "rows"
-        start = f"{fmt((o.lower + o.upper) / 2)} + " if centred else ""
+        offset = plan.measurement(ms[0]).offset
+        start = f"{fmt(offset)} + " if offset is not None else ""
         return f"  {o.name} = {start}{ms[0]} / max({ms[1]}, 1), clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}"
     if o.kind.startswith(("var", "stddev")):
         root = "sqrt of " if o.kind.startswith("stddev") else ""

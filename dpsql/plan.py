@@ -382,14 +382,25 @@ def _measurements(outputs: list[Output], L: int, C: int, epsilon: float, selecti
 
     Partition selection adds the noisy unit count, shared with COUNT(DISTINCT unit) if asked for.
     """
-    needed = list(dict.fromkeys(need for o in outputs if o.kind not in ("key", "expr") for need in needs(o)))
+    plain = {(n.column, n.lower, n.upper) for o in outputs if o.kind == "sum" for n in needs(o)
+             if n.bounding == "rows"}
+
+    def needs_of(o: Output) -> list[Need]:
+        # An AVG beside a plain SUM of the same values reuses it: with that sum released anyway,
+        # centring gains nothing (m + (S - m*n)/n = S/n) and a second sum would split epsilon further.
+        if o.kind == "avg" and o.per_group is None and (o.column, *(o.per_row or (o.lower, o.upper))) in plain:
+            row = o.per_row or (o.lower, o.upper)
+            return [Need("sum", o.column, *row, argument=o.argument), Need("count_col", o.column, argument=o.argument)]
+        return needs(o)
+
+    needed = list(dict.fromkeys(need for o in outputs if o.kind not in ("key", "expr") for need in needs_of(o)))
     if selecting and Need("units", None) not in needed:
         needed.append(Need("units", None))
     if not needed:
         raise InvalidParameter("DP301", "the query releases no aggregate")
     names = {need: f"m{i}" for i, need in enumerate(needed)}
     measurements = [_measurement(names[need], need, L, C, share(epsilon, len(needed)), table) for need in needed]
-    outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs(o))})
+    outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs_of(o))})
                if o.kind not in ("key", "expr") else o for o in outputs]
     return measurements, outputs
 

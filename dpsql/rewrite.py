@@ -107,12 +107,20 @@ def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
     return cast(safe(argument.copy().transform(clamped)), "DOUBLE")
 
 
-def centred(value: exp.Expression, m: Measurement) -> exp.Expression:
-    """(value - offset) ** moment for centred measurements: DOUBLE arithmetic, which cannot fail."""
+def quantised_row(plan: Plan, m: Measurement) -> exp.Expression:
+    """A row's value on the grid, |.| <= B.
+
+    Centred (offset m, bounds lo = m - r, hi = m + r): (clamp(x, lo, hi) - m) ** moment, which lies in
+    [-r, r] (or [0, r^2]) up to one rounding, far below half a grid step, so round(v / g) stays within
+    B = ceil(r / g). Clamping x itself keeps the cheap CASE on a plain column.
+    """
+    value = argument_value(plan, m.argument)
     if m.offset is None:
-        return value
-    diff = exp.Paren(this=exp.Sub(this=value, expression=num(float(m.offset))))
-    return diff if m.moment == 1 else exp.Mul(this=diff, expression=diff.copy())
+        return on_grid(value, m)
+    r = m.upper if m.moment == 1 else m.upper ** 0.5
+    diff = exp.Paren(this=exp.Sub(this=clamp(value, m.offset - r, m.offset + r), expression=num(float(m.offset))))
+    moment = diff if m.moment == 1 else exp.Mul(this=diff, expression=diff.copy())
+    return cast(fn("ROUND", exp.Mul(this=moment, expression=num(1.0 / m.granularity))), "BIGINT")
 
 
 def row_value(plan: Plan, m: Measurement) -> exp.Expression:
@@ -212,7 +220,7 @@ def rows_cte(plan: Plan) -> exp.Select:
             projections.append(alias(case_when(declared, col(m.column), exp.Null()), value_column(m)))
     for m in plan.measurements:
         if m.kind == "sum" and m.bounding == "rows":
-            projections.append(alias(on_grid(centred(argument_value(plan, m.argument), m), m), value_column(m)))
+            projections.append(alias(quantised_row(plan, m), value_column(m)))
         elif m.kind == "sum":
             projections.append(alias(row_value(plan, m), value_column(m)))
     if not projections:
@@ -406,7 +414,7 @@ def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Express
     total, count = ms
     a, b = half_width(total, level), half_width(count, level)
     s, n = noisy_total(total), cast(col(count.name), "DOUBLE")
-    midpoint = (o.lower + o.upper) / 2 if total.bounding == "rows" else 0.0   # centred sums
+    midpoint = total.offset or 0.0   # centred sums
     corners = [exp.Add(this=num(midpoint), expression=exp.Div(
                    this=exp.Paren(this=op_s(this=s.copy(), expression=num(a))),
                    expression=exp.Paren(this=op_n(this=n.copy(), expression=num(b)))))
@@ -442,8 +450,8 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
     # AVG = midpoint + noisy centred sum / noisy count (per-group bounds: noisy sum of per-unit means
     # / noisy unit count), never dividing by <= 0, clamped back into the bounds.
     mean = exp.Div(this=total, expression=fn("GREATEST", col(ms[1].name), num(1)))
-    if ms[0].bounding == "rows":
-        mean = exp.Add(this=num((o.lower + o.upper) / 2), expression=mean)
+    if ms[0].offset is not None:
+        mean = exp.Add(this=num(float(ms[0].offset)), expression=mean)
     return fn("LEAST", fn("GREATEST", mean, num(float(o.lower))), num(float(o.upper)))
 
 
