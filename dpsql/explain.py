@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+import sqlglot
+
 from .plan import CONFIDENCE, Measurement, Plan
 
 
@@ -104,5 +106,6 @@ def explain_text(plan: Plan) -> str:
         lines.append("  HAVING / ORDER BY / LIMIT run on released values only")
     if plan.rewritten_sql:
         lines.append("rewritten SQL:")
-        lines += ["  " + line for line in plan.rewritten_sql.splitlines()]
+        pretty = sqlglot.transpile(plan.rewritten_sql, read="duckdb", write="duckdb", pretty=True)[0]
+        lines += ["  " + line for line in pretty.splitlines()]
     return "\n".join(lines)

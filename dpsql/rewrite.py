@@ -519,4 +519,5 @@ def rewrite(plan: Plan, noise_function: str) -> Plan:
     query = final_select(plan)
     for name, cte in ctes:
         query = query.with_(ident(name), as_=cte, materialized=True if name == "__noisy" else None, copy=False)
-    return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, pretty=True))
+    # Compact and without sqlglot's defensive copy: this runs on every query; explain pretty-prints.
+    return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, copy=False))
