@@ -66,6 +66,9 @@ def parse(sql: str) -> exp.Expression:
         raise SqlSyntaxError("DP100", f"syntax error: {e}", sql=sql) from None
     except RecursionError:
         raise SqlSyntaxError("DP100", "syntax error: query nested too deeply") from None
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError, AssertionError):
+        # sqlglot itself can trip on some malformed input: still a syntax error, never a traceback.
+        raise SqlSyntaxError("DP100", "syntax error: the query could not be parsed", sql=sql) from None
     statements = [s for s in statements if s is not None]
     if len(statements) != 1:
         node = statements[1] if len(statements) > 1 else None

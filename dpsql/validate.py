@@ -421,6 +421,8 @@ def post_clauses(select: exp.Select, scope: Scope) -> None:
             value = clause.expression
             if not (isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()):
                 raise scope.refuse("DP307", f"{key.upper()} takes a whole-number literal", clause)
+            if int(value.this) >= 2 ** 62:
+                raise scope.refuse("DP307", f"{key.upper()} {value.this} is too large", clause)
     keys = group_keys(select, scope)
     aliases = output_aliases(select)
     having = select.args.get("having")

@@ -1,0 +1,2 @@
+-- expect: DP100
+SELECT a[ AS x
