@@ -19,6 +19,7 @@ import io
 import json
 import math
 import os
+import sys
 import uuid
 from typing import Any, Iterator, Sequence
 
@@ -117,7 +118,7 @@ def connection_options(func):
 def _read_sql(sql: str) -> str:
     """``-`` reads the SQL text from stdin."""
     if sql == "-":
-        return click.get_text_stream("stdin").read()
+        return sys.stdin.read()
     return sql
 
 
