@@ -499,8 +499,11 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     selection = None
     if private:
         units = next(m for m in measurements if m.kind == "units")
-        selection = Selection(measurement=units.name, epsilon=units.epsilon, delta=delta,
-                              threshold=selection_threshold(units.scale, L, delta))
+        try:
+            threshold = selection_threshold(units.scale, L, delta)
+        except (ValueError, OverflowError):
+            raise InvalidParameter("DP401", f"delta {delta:g} is too small for partition selection") from None
+        selection = Selection(measurement=units.name, epsilon=units.epsilon, delta=delta, threshold=threshold)
     where = select.args.get("where")
     limit, offset = (int(select.args[k].expression.this) if select.args.get(k) else None for k in ("limit", "offset"))
     return Plan(sql=scope.sql, table=table, where=where.this.copy() if where is not None else None,
