@@ -95,8 +95,10 @@ def _open(con_or_path) -> duckdb.DuckDBPyConnection:
 
 def plan_signature(plan: Plan) -> str:
     """Everything about a plan that shapes what it releases, beyond its SQL text."""
-    parts = [f"{m.kind}|{m.column}|{m.lower}|{m.upper}|{m.bounding}|{m.row_lower}|{m.row_upper}|"
-             f"{m.sensitivity}|{m.epsilon!r}|{m.scale!r}" for m in plan.measurements]
+    parts = [repr(m) for m in plan.measurements]            # kinds, arguments, bounds, centring, noise
+    parts += [repr((o.name, o.kind, o.column, o.measurements, o.key_index, o.lower, o.upper, o.hidden,
+                    o.expression.sql() if o.expression is not None else None)) for o in plan.outputs]
+    parts += [k.expression.sql() for k in plan.group_keys]
     parts += [f"L={plan.max_groups}", f"C={plan.max_rows}", f"selection={plan.selection}",
               f"ci={plan.confidence}", f"nonnegative={plan.nonnegative}"]
     return ";".join(parts)

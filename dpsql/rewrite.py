@@ -173,7 +173,8 @@ def user_where(plan: Plan) -> exp.Expression | None:
     does not cast to its column's type) is a row where it is NULL, excluded."""
     if plan.where is None:
         return None
-    return exp.Anonymous(this="TRY", expressions=[quoted(plan.where)])
+    # The cast to BOOLEAN sits inside TRY(): `WHERE age || 5` must not fail converting '105'.
+    return exp.Anonymous(this="TRY", expressions=[cast(quoted(plan.where), "BOOLEAN")])
 
 
 def conjunction(conditions: list[exp.Expression]) -> exp.Expression | None:

@@ -49,15 +49,14 @@ except Exception:  # pragma: no cover
 KNOWN_BUGS: list[str | tuple[str, ...]] = [
     # (Fixed: a LIMIT beyond int64 is DP307; sqlglot's crash on `SELECT a[ AS x` is DP100; an aggregate
     # of a constant, SUM(0), is released exactly on purpose. They are in grammar/ corpora now.)
-    # Replay still matches queries whose per-row bounds differ only by a shift (same width, so same
-    # sensitivity): the second AVG is answered with the first one's value (clamped to [0, 105], not
-    # [4, 109]) at no cost. A wrong answer, not a leak. (Masks every replay mismatch.)
-    ("SELECT AVG(age, contribution_bounds_per_row => (0, 105)) FROM people",
-     "SELECT AVG(age, contribution_bounds_per_row => (4, 109)) FROM people"),
 ]
 
 # Past fuzz findings, fixed since: every one must now hold every property (regression tests).
 FUZZ_FINDINGS: list[str | tuple[str, ...]] = [
+    # Replay matched queries whose per-row bounds differ only by a shift (same sensitivity); the
+    # replay key now carries every measurement in full (bounds, centring) and every output.
+    ("SELECT AVG(age, contribution_bounds_per_row => (0, 105)) FROM people",
+     "SELECT AVG(age, contribution_bounds_per_row => (4, 109)) FROM people"),
     # epsilon too small to plan: ValueError / OverflowError / ZeroDivisionError from dyadic_scale
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1e-300) COUNT(*) FROM people",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1e-320) COUNT(*) FROM people",
