@@ -81,11 +81,6 @@ class Measurement:
             return f"SUM({centred})" if self.moment == 1 else f"SUM(({centred})^{self.moment})"
         return label
 
-    @property
-    def accuracy(self) -> str:
-        """What the 95% error is relative to."""
-        return "bounded exact value"
-
 
 @dataclass(frozen=True)
 class Output:

@@ -260,15 +260,15 @@ def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
 def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
     """A unit's contribution to one partition (user level), bounded as the measurement says."""
     v = col(value_column(m))
-    rows = exp.Count(this=exp.Star()) if m.kind in ("count", "units") else exp.Count(this=col(raw_column(m.column)))
-    if m.kind == "count_units":
-        return case_when(exp.GT(this=rows, expression=num(0)), num(1), num(0))
-    if m.kind == "units":
-        return num(1)   # a row of __units is one (unit, partition) pair
-    if m.kind == "distinct":
+    if m.kind in ("units", "distinct"):
+        if m.kind == "units":
+            return num(1)   # a row of __units is one (unit, partition) pair
         # At most C of the unit's distinct values (the smallest: any choice keeps the bound).
         values = fn("LIST_SORT", fn("LIST_DISTINCT", exp.Anonymous(this="LIST", expressions=[v])))
         return fn("LIST_SLICE", values, num(1), num(C))
+    rows = exp.Count(this=exp.Star()) if m.kind == "count" else exp.Count(this=col(raw_column(m.column)))
+    if m.kind == "count_units":
+        return case_when(exp.GT(this=rows, expression=num(0)), num(1), num(0))
     if m.kind in ("count", "count_col"):
         if m.bounding == "unit_total":
             return fn("LEAST", fn("GREATEST", rows, num(int(m.lower))), num(int(m.upper)))
