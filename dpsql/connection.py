@@ -95,7 +95,9 @@ def _open(con_or_path) -> duckdb.DuckDBPyConnection:
 
 def plan_signature(plan: Plan) -> str:
     """Everything about a plan that shapes what it releases, beyond its SQL text."""
-    parts = [repr(m) for m in plan.measurements]            # kinds, arguments, bounds, centring, noise
+    # Every field of every measurement (the argument as SQL text: a tree's repr can be enormous).
+    parts = [repr(tuple(m.argument.sql() if name == "argument" and m.argument is not None else value
+                        for name, value in vars(m).items())) for m in plan.measurements]
     parts += [repr((o.name, o.kind, o.column, o.measurements, o.key_index, o.lower, o.upper, o.hidden,
                     o.expression.sql() if o.expression is not None else None)) for o in plan.outputs]
     parts += [k.expression.sql() for k in plan.group_keys]
