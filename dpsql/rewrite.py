@@ -392,6 +392,11 @@ def half_width(m: Measurement, confidence: float) -> float:
     return noise.discrete_laplace_bound(m.scale, confidence) * m.granularity
 
 
+def has_interval(plan: Plan, o) -> bool:
+    """Whether an output gets <name>_ci_low/_ci_high: noisy counts, sums and AVG, when ci is asked."""
+    return plan.confidence is not None and not o.hidden and (o.kind in COUNTS or o.kind in ("sum", "avg"))
+
+
 def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Expression] | None:
     """(low, high) of the confidence interval of one output around its bounded exact value.
 
@@ -399,7 +404,7 @@ def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Express
     AVG: from a (1+ci)/2 interval for each of its sum and count (union bound): coverage >= ci.
     """
     o = plan.outputs[index]
-    if plan.confidence is None or o.kind in ("key", "expr") or o.hidden:
+    if not has_interval(plan, o):
         return None
     ms = [plan.measurement(n) for n in o.measurements]
     if o.kind in COUNTS or o.kind == "sum":
@@ -409,8 +414,6 @@ def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Express
         lower, upper = (0.0, None) if o.kind in COUNTS else (m.lower, m.upper)
         return tuple(sign_clamp(op(this=noisy_total(m), expression=num(a)), lower, upper, plan)
                      for op in (exp.Sub, exp.Add))
-    if o.kind != "avg":
-        return None   # variances: no exact interval is offered
     level = (1 + plan.confidence) / 2
     total, count = ms
     a, b = half_width(total, level), half_width(count, level)
@@ -480,7 +483,7 @@ def final_select(plan: Plan) -> exp.Select:
         if o.hidden:
             continue
         columns.append(alias(col(plan.slot(o)), o.name))
-        if output_interval(plan, i) is not None:
+        if has_interval(plan, o):
             columns += [alias(col(f"{plan.slot(o)}_lo"), f"{o.name}_ci_low"),
                         alias(col(f"{plan.slot(o)}_hi"), f"{o.name}_ci_high")]
     query = exp.select(*columns).from_("__out")
