@@ -99,7 +99,7 @@ def plan_signature(plan: Plan) -> str:
     parts = [repr(tuple(m.argument.sql() if name == "argument" and m.argument is not None else value
                         for name, value in vars(m).items())) for m in plan.measurements]
     parts += [repr((o.name, o.kind, o.column, o.measurements, o.key_index, o.lower, o.upper, o.hidden,
-                    o.expression.sql() if o.expression is not None else None)) for o in plan.outputs]
+                    o.expression.sql() if o.expression is not None else None, o.quantile)) for o in plan.outputs]
     parts += [k.expression.sql() for k in plan.group_keys]
     parts += [f"L={plan.max_groups}", f"C={plan.max_rows}", f"selection={plan.selection}",
               f"ci={plan.confidence}", f"nonnegative={plan.nonnegative}"]

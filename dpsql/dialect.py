@@ -8,7 +8,7 @@ BigQuery DP queries run unchanged::
     FROM professors GROUP BY item
 
 The clause becomes a ``DifferentialPrivacy`` node in the Select's ``meta["dp"]``; named arguments of
-COUNT/SUM/AVG (``contribution_bounds_per_group => (lo, hi)``) become ``meta["named_args"]``, a list
+the aggregates (``contribution_bounds_per_group => (lo, hi)``) become ``meta["named_args"]``, a list
 of (name, expression). Both are checked by the validator (dpsql/options.py), not here.
 
 >>> import sqlglot
@@ -22,7 +22,8 @@ from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.parsers.duckdb import DuckDBParser
 
-DP_AGGREGATES = ("COUNT", "SUM", "AVG", "VAR_POP", "VAR_SAMP", "VARIANCE", "STDDEV", "STDDEV_POP", "STDDEV_SAMP")
+DP_AGGREGATES = ("COUNT", "SUM", "AVG", "VAR_POP", "VAR_SAMP", "VARIANCE", "STDDEV", "STDDEV_POP", "STDDEV_SAMP",
+                 "MEDIAN", "QUANTILE_CONT", "PERCENTILE_CONT")
 
 
 class DifferentialPrivacy(exp.Expression):

@@ -17,6 +17,7 @@ import math
 import sqlglot
 
 from .plan import CONFIDENCE, Measurement, Plan
+from .sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
 
 
 def fmt(x: float) -> str:
@@ -33,13 +34,19 @@ def measurement_lines(m: Measurement) -> list[str]:
     lines = [f"  {m.name}  {m.label}"]
     if m.kind == "sum":
         lines.append(f"      clamp to [{fmt(m.lower)}, {fmt(m.upper)}], exact sum on a grid of step {fmt(g)}")
+    if m.kind == "quantile":
+        width = (m.upper - m.lower) / TREE_LEAVES
+        lines.append(f"      clamp to [{fmt(m.lower)}, {fmt(m.upper)}]; tree of branching {TREE_BRANCHING}, depth "
+                     f"{TREE_DEPTH} ({TREE_LEAVES} leaves of width {fmt(width)}); noisy counts of the children "
+                     "of visited nodes only")
     lines += [
         f"      sensitivity {fmt(m.sensitivity * g)}  ({m.sensitivity} grid steps)" if g != 1
         else f"      sensitivity {m.sensitivity}",
         f"      mechanism {m.mechanism}" + (" on the grid" if g != 1 else " (integer)"),
         f"      epsilon {m.epsilon:.6g}, noise scale {fmt(m.scale * g)}"
         + (f" (std dev {fmt(math.sqrt(2) * m.scale * g)})" if m.scale else ""),
-        f"      {int(CONFIDENCE * 100)}% of answers within +-{fmt(m.error)} of the bounded exact value",
+        f"      {int(CONFIDENCE * 100)}% of {'node counts' if m.kind == 'quantile' else 'answers'} within "
+        f"+-{fmt(m.error)} of the bounded exact value",
     ]
     return lines
 
@@ -60,6 +67,9 @@ def output_line(plan: Plan, index: int) -> str:
         root = "sqrt of " if o.kind.startswith("stddev") else ""
         return (f"  {o.name} = {root}{ms[2]}/n - ({ms[1]}/n)^2 with n = max({ms[0]}, 1), "
                 f"{'times n/(n-1), ' if o.kind.endswith('_samp') else ''}never negative{hidden}")
+    if o.kind == "quantile":
+        return (f"  {o.name} = quantile {o.quantile:g} by descending {ms[0]} (noisy counts < 0 read as 0), "
+                f"interpolated in its leaf, clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}")
     error = plan.measurement(ms[0]).error
     return f"  {o.name} = {ms[0]}{hidden}   ({int(CONFIDENCE * 100)}%: within +-{fmt(error)})"
 

@@ -25,9 +25,9 @@ from . import noise
 from .errors import InternalError, InvalidParameter, PrivacyViolation
 from .policy import TablePolicy
 from .options import aggregate_bounds
-from .sensitivity import (count_sensitivity, distinct_sensitivity, granularity, grid_bound, selection_threshold, sum_sensitivity,
-                          unit_total_sensitivity)
-from .validate import AGGREGATES, Scope, argument_bounds, group_keys, is_key, name_of, unqualified
+from .sensitivity import (count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity,
+                          selection_threshold, sum_sensitivity, unit_total_sensitivity)
+from .validate import AGGREGATES, QUANTILES, Scope, argument_bounds, group_keys, is_key, name_of, quantile_of, unqualified
 
 CONFIDENCE = 0.95
 
@@ -40,7 +40,8 @@ class Measurement:
     """
     name: str
     kind: str                     # "count" (COUNT(*)), "count_col" (COUNT(col)), "sum" (SUM(col)),
-                                  # "count_units" (units with a value: AVG's denominator per group)
+                                  # "count_units" (units with a value: AVG's denominator per group),
+                                  # "quantile" (the node counts of a quantile tree over [lower, upper])
     column: str | None
     lower: float | None           # clamp bounds of what is summed: a row's value ("rows"),
     upper: float | None           # a unit's total or mean in one partition ("unit_total", "unit_mean")
@@ -57,7 +58,7 @@ class Measurement:
     mechanism: str = "discrete Laplace"
 
     def __post_init__(self):
-        if self.kind not in ("count", "count_col", "sum", "count_units", "units", "distinct") or \
+        if self.kind not in ("count", "count_col", "sum", "count_units", "units", "distinct", "quantile") or \
                 self.bounding not in ("rows", "unit_total", "unit_mean"):
             raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug")
         if not (self.epsilon > 0 and self.sensitivity >= 0 and
@@ -73,7 +74,7 @@ class Measurement:
     def label(self) -> str:
         label = {"count": "COUNT(*)", "count_col": f"COUNT({self.column})", "sum": f"SUM({self.column})",
                  "count_units": f"COUNT(units with {self.column})", "units": "COUNT(DISTINCT unit)",
-                 "distinct": f"COUNT(DISTINCT {self.column})"}[self.kind]
+                 "distinct": f"COUNT(DISTINCT {self.column})", "quantile": f"QUANTILE TREE({self.column})"}[self.kind]
         if self.bounding == "unit_mean":
             return f"SUM(per-unit AVG({self.column}))"
         if self.offset is not None:
@@ -97,6 +98,7 @@ class Output:
     per_row: tuple[float, float] | None = None    # GoogleSQL contribution_bounds_per_row
     per_group: tuple[float, float] | None = None  # GoogleSQL contribution_bounds_per_group
     argument: exp.Expression | None = None        # the aggregate's argument (unqualified)
+    quantile: float | None = None                 # kind "quantile": q in [0, 1]
 
 
 @dataclass(frozen=True)
@@ -239,12 +241,14 @@ def _aggregate_signature(agg: exp.Expression, table: TablePolicy) -> tuple[str, 
     argument = unqualified(agg.this)
     label = argument.name.lower() if isinstance(argument, exp.Column) else argument.sql(dialect="duckdb")
     kind = "count_col" if isinstance(agg, exp.Count) else "sum" if isinstance(agg, exp.Sum) else \
-        "avg" if isinstance(agg, exp.Avg) else VARIANCES[type(agg)]
+        "avg" if isinstance(agg, exp.Avg) else "quantile" if isinstance(agg, QUANTILES) else VARIANCES[type(agg)]
     return (kind, label, argument)
 
 
-def _default_name(kind: str, column: str | None) -> str:
+def _default_name(kind: str, column: str | None, q: float | None = None) -> str:
     # DuckDB's own default names, so results read as they would from plain DuckDB.
+    if kind == "quantile":
+        return f"median({column})" if q is None else f"quantile_cont({column}, {q:g})"
     if kind == "count":
         return "count_star()"
     if kind in ("units", "distinct"):
@@ -279,6 +283,9 @@ def needs(o: Output) -> list[Need]:
         return [Need("units", None)]
     if o.kind == "distinct":
         return [Need("distinct", o.column, argument=o.argument)]
+    if o.kind == "quantile":
+        # One tree per argument and bounds: several quantiles of it descend the same noisy tree.
+        return [Need("quantile", o.column, *(o.per_row or (o.lower, o.upper)), argument=o.argument)]
     if o.kind == "count":
         return [Need("count", None)] if o.per_group is None else [Need("count", None, *o.per_group, "unit_total")]
     arg, label = o.argument, o.column
@@ -314,6 +321,8 @@ def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: T
         g, sens = 1.0, count_sensitivity(L, 1)   # one unit counts once in each of <= L partitions
     elif need.kind == "distinct":
         g, sens = 1.0, distinct_sensitivity(L, C, len(table.columns[need.column].keys))
+    elif need.kind == "quantile":
+        g, sens = 1.0, quantile_tree_sensitivity(L, C)
     elif need.bounding == "unit_total":
         g, sens = 1.0, unit_total_sensitivity(L, grid_bound(need.lower, need.upper, 1.0))
     else:
@@ -346,16 +355,18 @@ class _Outputs:
     def aggregate(self, agg: exp.Expression, name: str | None, hidden: bool) -> int:
         kind, column, argument = _aggregate_signature(agg, self.scope.table)
         bounds = aggregate_bounds(agg, self.scope.refuse)
+        q = quantile_of(agg) if kind == "quantile" else None
         if hidden:
             for i, o in enumerate(self.items):
-                if o is not None and (o.kind, o.column, o.per_row, o.per_group) == \
-                        (kind, column, bounds.per_row, bounds.per_group):
+                if o is not None and (o.kind, o.column, o.per_row, o.per_group, o.quantile) == \
+                        (kind, column, bounds.per_row, bounds.per_group, q):
                     return i
         derived = argument_bounds(argument, self.scope.table) if argument is not None else None
         lower, upper = bounds.per_group or bounds.per_row or derived or (None, None)
-        return self.add(Output(name=name or _default_name(kind, column), kind=kind, column=column,
-                               lower=lower, upper=upper, hidden=hidden, argument=argument,
-                               per_row=bounds.per_row, per_group=bounds.per_group))
+        default = _default_name(kind, column, None if isinstance(agg, exp.Median) else q)
+        return self.add(Output(name=name or default, kind=kind, column=column, lower=lower, upper=upper,
+                               hidden=hidden, argument=argument, per_row=bounds.per_row,
+                               per_group=bounds.per_group, quantile=q))
 
 
 def _unique_names(outputs: list[Output]) -> list[Output]:

@@ -8,6 +8,7 @@ Shape of the rewritten query (user level; row level skips ``__units``/``__bounde
     __agg      exact integer aggregates per partition
     __noisy    every public key combination LEFT JOIN __agg, noise UDF once per group (MATERIALIZED:
                each draw is made once even where post-processing reads it twice)
+    __m<i>_*   the descent of each quantile tree (dpsql/quantile.py), over the released groups
     __out      post-processing (sums back to real units, AVG = sum / count clamped to bounds)
     final      HAVING, ORDER BY, LIMIT on released values only
 
@@ -209,7 +210,7 @@ def rows_cte(plan: Plan) -> exp.Select:
     projections = [alias(safe(quoted(k.expression)), name) for k, name in zip(plan.group_keys, key_names(plan))]
     if not plan.table.row_level:
         projections.insert(0, alias(col(plan.table.privacy_unit), "__unit"))
-    raw = {m.column: m.argument for m in plan.measurements if m.argument is not None and m.kind != "distinct"}
+    raw = {m.column: m.argument for m in plan.measurements if m.argument is not None and m.kind not in ("distinct", "quantile")}
     for label, argument in raw.items():
         value = col(argument.name) if isinstance(argument, exp.Column) else safe(quoted(argument))
         projections.append(alias(value, raw_column(label)))
@@ -224,6 +225,8 @@ def rows_cte(plan: Plan) -> exp.Select:
             projections.append(alias(quantised_row(plan, m), value_column(m)))
         elif m.kind == "sum":
             projections.append(alias(row_value(plan, m), value_column(m)))
+        elif m.kind == "quantile":
+            projections.append(alias(quantile.leaf_index(argument_value(plan, m.argument), m), value_column(m)))
     if not projections:
         projections.append(alias(num(1), "__one"))
     conditions = [user_where(plan), *key_filter(plan)]
@@ -260,6 +263,8 @@ def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
 def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
     """A unit's contribution to one partition (user level), bounded as the measurement says."""
     v = col(value_column(m))
+    if m.kind == "quantile":
+        return quantile.unit_leaves(m)
     if m.kind in ("units", "distinct"):
         if m.kind == "units":
             return num(1)   # a row of __units is one (unit, partition) pair
@@ -304,15 +309,20 @@ def user_level_ctes(plan: Plan) -> list[tuple[str, exp.Select]]:
     return ctes
 
 
+def scalar_measurements(plan: Plan) -> list[Measurement]:
+    """The measurements noised once per group in __noisy (quantile trees are noised node by node)."""
+    return [m for m in plan.measurements if m.kind != "quantile"]
+
+
 def agg_cte(plan: Plan, source: str) -> exp.Select:
     keys = [col(k) for k in key_names(plan)]
     if plan.table.row_level:
-        values = [alias(exact_aggregate(m), value_column(m)) for m in plan.measurements]
+        values = [alias(exact_aggregate(m), value_column(m)) for m in scalar_measurements(plan)]
     else:
         values = [alias(exp.Sum(this=col(value_column(m))) if m.kind != "distinct" else
                         fn("LEN", fn("LIST_DISTINCT", fn("FLATTEN", exp.Anonymous(
                             this="LIST", expressions=[col(value_column(m))])))), value_column(m))
-                  for m in plan.measurements]
+                  for m in scalar_measurements(plan)]
     return select(*keys, *values, source=source, group=[k.copy() for k in keys])
 
 
@@ -356,7 +366,13 @@ def noise_call(m: Measurement, value: exp.Expression, function: str) -> exp.Expr
 def noisy_cte(plan: Plan, function: str) -> exp.Select:
     names = key_names(plan)
     values = [alias(noise_call(m, fn("COALESCE", col(value_column(m), "__agg"), num(0)), function), m.name)
-              for m in plan.measurements]
+              for m in scalar_measurements(plan)]
+    if not values and plan.selection is None:
+        # Only quantile trees: __noisy is just the released groups (one row without GROUP BY).
+        if not plan.group_keys:
+            return exp.select(alias(num(1), "__one"))
+        return exp.select(*[col(n) for n in names]).from_(
+            exp.Subquery(this=keys_source(plan), alias=exp.TableAlias(this=ident("__keys"))))
     if not plan.group_keys:
         return exp.select(*values).from_("__agg")
     if plan.selection is not None:
@@ -444,6 +460,8 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
         # On released values only, but it may still cast a key (NOT 'F'): never an error.
         return exp.Anonymous(this="TRY", expressions=[inlined])
     ms = [plan.measurement(n) for n in o.measurements]
+    if o.kind == "quantile":
+        return col(quantile.output_column(ms[0], o.quantile, plan))
     if o.kind in COUNTS:
         return sign_clamp(col(ms[0].name), 0.0, None, plan)
     total = noisy_total(ms[0])
@@ -509,19 +527,31 @@ def rewrite(plan: Plan, noise_function: str) -> Plan:
     if not plan.table.row_level:
         ctes += user_level_ctes(plan)
         source = ctes[-1][0]
-    ctes.append(("__agg", agg_cte(plan, source)))
+    trees = [m for m in plan.measurements if m.kind == "quantile"]
+    materialized = {"__noisy"}
+    if trees and not plan.table.row_level:
+        materialized.add(source)   # __agg and the trees must see the same random choice of partitions
+    if scalar_measurements(plan):
+        ctes.append(("__agg", agg_cte(plan, source)))
     ctes.append(("__noisy", noisy_cte(plan, noise_function)))
+    for m in trees:
+        tree = quantile.quantile_ctes(plan, m, source, noise_function)
+        materialized.update(name for name, _ in tree if name.endswith(quantile.MATERIALIZED_SUFFIXES))
+        ctes += tree
     values = [alias(output_value(plan, i), plan.slot(o)) for i, o in enumerate(plan.outputs)]
     for i, o in enumerate(plan.outputs):
         interval = output_interval(plan, i)
         if interval is not None:
             values += [alias(interval[0], f"{plan.slot(o)}_lo"), alias(interval[1], f"{plan.slot(o)}_hi")]
-    out = exp.select(*values).from_("__noisy")
+    out = quantile.join_outputs(plan, exp.select(*values).from_("__noisy"))
     if plan.selection is not None:
         out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
     ctes.append(("__out", out))
     query = final_select(plan)
     for name, cte in ctes:
-        query = query.with_(ident(name), as_=cte, materialized=True if name == "__noisy" else None, copy=False)
+        query = query.with_(ident(name), as_=cte, materialized=True if name in materialized else None, copy=False)
     # Compact and without sqlglot's defensive copy: this runs on every query; explain pretty-prints.
     return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, copy=False))
+
+
+from . import quantile  # noqa: E402  (the quantile tree builds on the helpers above)

@@ -64,6 +64,27 @@ def distinct_sensitivity(max_groups: int, max_rows: int, keys: int) -> int:
     return max_groups * min(max_rows, keys)
 
 
+# The quantile tree (Hay et al. 2010 hierarchical histogram, as in Google's QuantileTree): branching
+# factor and depth of Google's defaults, so [lower, upper] is cut into 16**4 = 65536 leaves.
+TREE_BRANCHING = 16
+TREE_DEPTH = 4
+TREE_LEAVES = TREE_BRANCHING ** TREE_DEPTH
+
+
+def quantile_tree_sensitivity(max_groups: int, max_rows: int, depth: int = TREE_DEPTH) -> int:
+    """L1 sensitivity of the quantile tree's node counts: D*L*C.
+
+    A row lies in exactly one node per level, so it adds 1 to D counts of its partition's tree. A unit
+    keeps at most C values per partition (rewrite: evenly spaced ranks of its own sorted values) in
+    at most L partitions, so adding or removing it moves the counts of all trees by at most D*C*L in
+    total (row level: D). The per-level histograms are counts, so this holds exactly in integers.
+
+    >>> quantile_tree_sensitivity(2, 3)
+    24
+    """
+    return depth * max_groups * max_rows
+
+
 def selection_threshold(scale: float, max_groups: int, delta: float) -> int:
     """tau for DP partition selection: release a group iff its noisy unit count is >= tau.
 

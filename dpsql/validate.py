@@ -19,13 +19,15 @@ from sqlglot import exp
 
 from .errors import DpsqlError, PrivacyViolation, UnsupportedConstruct
 from .intervals import interval
-from .options import QueryOptions, aggregate_bounds, query_options
+from .options import QueryOptions, aggregate_bounds, number, query_options
 from .parse import span
 from .policy import ColumnPolicy, Policy, TablePolicy
 from .schema import is_numeric, is_string
 from .sensitivity import MAX_BOUND
 
-AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.VariancePop, exp.Variance, exp.StddevPop, exp.Stddev, exp.StddevSamp)
+QUANTILES = (exp.Median, exp.PercentileCont)   # MEDIAN(x); QUANTILE_CONT(x, q) = PERCENTILE_CONT(x, q)
+AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.VariancePop, exp.Variance, exp.StddevPop, exp.Stddev, exp.StddevSamp,
+              *QUANTILES)
 BOUNDED_AGGREGATES = AGGREGATES[1:]   # their argument needs a finite range
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 # Deterministic scalar functions and operators. Any error they could raise on some row (overflow,
@@ -109,7 +111,8 @@ def allowed_nodes(select: exp.Select, scope: Scope) -> None:
         if isinstance(node, exp.AggFunc):
             fname = node.sql_name() if hasattr(node, "sql_name") else name
             raise scope.refuse("DP303", f"aggregate {fname} is not supported", node,
-                               hint="supported aggregates: COUNT(*), COUNT(col), SUM(col), AVG(col)")
+                               hint="supported aggregates: COUNT, SUM, AVG, VAR_POP/VAR_SAMP, STDDEV_POP/STDDEV_SAMP, "
+                                    "MEDIAN, QUANTILE_CONT/PERCENTILE_CONT(x, q)")
         if isinstance(node, exp.Func):
             fname = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
             raise scope.refuse("DP103", f"function {fname.upper()} is not allowed", node)
@@ -123,6 +126,30 @@ def allowed_nodes(select: exp.Select, scope: Scope) -> None:
         target = cast.to.this.name if hasattr(cast.to.this, "name") else str(cast.to.this)
         if cast.to.expressions or target.upper() not in CAST_TYPES:
             raise scope.refuse("DP102", f"CAST to {cast.to.sql()} is not supported", cast)
+
+
+def quantile_of(agg: exp.Expression) -> float:
+    """q of a validated MEDIAN (0.5) or QUANTILE_CONT/PERCENTILE_CONT(x, q)."""
+    return 0.5 if isinstance(agg, exp.Median) else float(number(agg.expression))
+
+
+def quantile_arguments(select: exp.Select, scope: Scope) -> None:
+    """MEDIAN(x) and QUANTILE_CONT/PERCENTILE_CONT(x, q): q a number literal in [0, 1] (DP312), no
+    DISTINCT (DP303). Runs before the allowlist, so a list of quantiles gets DP312 too."""
+    for agg in select.find_all(*QUANTILES):
+        fname = "MEDIAN" if isinstance(agg, exp.Median) else "QUANTILE_CONT"
+        if isinstance(agg.this, exp.Distinct):
+            raise scope.refuse("DP303", f"{fname}(DISTINCT ...) is not supported: a quantile is of all values", agg)
+        if isinstance(agg, exp.Median):
+            continue
+        if isinstance(agg.parent, exp.WithinGroup):
+            raise scope.refuse("DP312", "PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x) is not supported",
+                               agg.parent, hint="write PERCENTILE_CONT(x, q)")
+        q = agg.expression
+        value = number(q) if q is not None else None
+        if value is None or not 0 <= value <= 1:
+            raise scope.refuse("DP312", f"{fname}(x, q): q must be one number literal in [0, 1]", q or agg,
+                               hint="write QUANTILE_CONT(x, 0.9); for several quantiles, one aggregate each")
 
 
 def one_private_table(select: exp.Select, scope: Scope) -> None:
@@ -435,6 +462,7 @@ def post_clauses(select: exp.Select, scope: Scope) -> None:
 
 VALIDATION_RULES = (
     single_select,
+    quantile_arguments,
     allowed_nodes,
     one_private_table,
     known_columns,

@@ -473,7 +473,7 @@ SCALAR_FUNCTIONS = ["abs", "round", "floor", "ceil", "sqrt", "ln", "log10", "exp
                     "strlen", "reverse", "isnan", "isinf", "nullif", "ifnull", "power", "mod",
                     "date_part", "date_trunc", "strftime", "concat", "substr", "left", "hash"]
 GOOD_AGGREGATES = ["COUNT", "SUM", "AVG", "count", "Sum", "avg"]
-BAD_AGGREGATES = ["MIN", "MAX", "MEDIAN", "STDDEV", "VARIANCE", "VAR_POP", "MODE", "FIRST", "LAST",
+BAD_AGGREGATES = ["MIN", "MAX", "MEDIAN", "STDDEV", "VARIANCE", "VAR_POP", "MODE", "FIRST", "LAST", "QUANTILE_DISC",
                   "ANY_VALUE", "ARBITRARY", "LIST", "STRING_AGG", "ARRAY_AGG", "HISTOGRAM", "BIT_OR",
                   "APPROX_COUNT_DISTINCT", "PRODUCT", "FSUM", "SUMKAHAN", "KAHAN_SUM", "ENTROPY",
                   "COUNT_IF", "BOOL_OR", "ARG_MAX", "QUANTILE_CONT", "GEOMEAN", "SUM_NO_OVERFLOW",
@@ -738,8 +738,9 @@ class Gen:
         elif kind == 1:
             agg, bounded = f"{self.pick(['COUNT', 'Count'])}({self.column()})", False
         else:
-            fname = self.pick(["SUM", "AVG", "sum", "avg"])
-            agg, bounded = f"{fname}({self.column('bounded')})", True
+            fname = self.pick(["SUM", "AVG", "sum", "avg", "MEDIAN", "QUANTILE_CONT", "percentile_cont"])
+            q = f", {self.pick(['0', '0.1', '0.5', '0.9', '1', '1.0'])}" if fname.lower().endswith("_cont") else ""
+            agg, bounded = f"{fname}({self.column('bounded')}{q})", True
         if self.maybe(20):
             # GoogleSQL per-aggregate bounds: per group (a unit's total; whole numbers for COUNT) on a
             # user-level table, per row (clamp each value) for SUM/AVG

@@ -22,7 +22,7 @@ VALUES = st.one_of(
 ROW = st.tuples(st.integers(0, 6), st.sampled_from(KEYS + ["zz", None]), VALUES)
 
 
-def exact_sql(plan) -> str:
+def exact_sql(plan, final: str = "SELECT * FROM __noisy") -> str:
     """The plan's rewritten SQL with noise off: the per-partition exact measurements (__noisy).
 
     Partition sampling keys on a hash of (unit, key) instead of random(): the bound must hold for any
@@ -38,7 +38,7 @@ def exact_sql(plan) -> str:
         return node
 
     tree = tree.transform(coupled)
-    return _with_final(tree, "SELECT * FROM __noisy")
+    return _with_final(tree, final)
 
 
 def _with_final(tree: exp.Select, final: str) -> str:
@@ -47,7 +47,8 @@ def _with_final(tree: exp.Select, final: str) -> str:
     return query.sql("duckdb")
 
 
-def measure(rows, plan) -> dict:
+def noiseless(rows, plan) -> duckdb.DuckDBPyConnection:
+    """Table t holding ``rows``, with the plan's noise function registered as the identity."""
     con = duckdb.connect()
     con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
     if rows:
@@ -55,7 +56,11 @@ def measure(rows, plan) -> dict:
     name = plan.rewritten_sql.split("system.main.")[1].split("(")[0]
     con.create_function(name, lambda x, n, k: x, [duckdb.sqltype("BIGINT")] * 3, duckdb.sqltype("BIGINT"),
                         type="arrow", side_effects=True)
-    table = con.sql(exact_sql(plan)).to_arrow_table()
+    return con
+
+
+def measure(rows, plan) -> dict:
+    table = noiseless(rows, plan).sql(exact_sql(plan)).to_arrow_table()
     key_cols = [c for c in table.column_names if c.startswith("k")]
     out = {}
     for row in table.to_pylist():

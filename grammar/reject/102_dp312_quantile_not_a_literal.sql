@@ -1,0 +1,3 @@
+-- expect: DP312
+-- caret: age / 100
+SELECT PERCENTILE_CONT(income, age / 100) FROM people

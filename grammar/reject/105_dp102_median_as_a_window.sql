@@ -1,0 +1,2 @@
+-- expect: DP102
+SELECT MEDIAN(age) OVER () FROM people

@@ -1,0 +1,2 @@
+-- expect: DP302
+SELECT MEDIAN(zip) FROM people
