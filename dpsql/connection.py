@@ -24,7 +24,7 @@ from .parse import parse
 from .plan import Plan, build_plan
 from .policy import Policy, load_policy
 from .rewrite import rewrite
-from .schema import bind_schema
+from .schema import bind_schema, key_tables
 from .validate import validate
 
 # DuckDB settings of the connection that runs analysts' queries. top_n_window_elimination makes the
@@ -126,6 +126,7 @@ class PrivateConnection:
         self._ledger = ledger
         self._data_version = data_version or ledgers.connection_data_version()
         self._source = noise.as_random_source(rng)
+        self._noise = noise.NoiseBuffer()
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()   # one DuckDB connection runs one query at a time
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
@@ -141,7 +142,7 @@ class PrivateConnection:
         scale_num, scale_k = numerators[0].as_py(), log2_denominators[0].as_py()
         scale = scale_num / 2 ** scale_k   # exact: numerator < 2**50, a dyadic double
         with self._lock:
-            draws = noise.discrete_laplace(self._source, scale, n)
+            draws = self._noise.take(self._source, scale, n)
         exact = np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
         return pa.array(exact + draws, type=pa.int64())
 
@@ -209,6 +210,8 @@ class PrivateConnection:
             return result
         try:
             with self._run_lock:
+                with self._lock:
+                    self._noise.clear()   # no draw outlives its query
                 table = relation.to_arrow_table()
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError):
             # No engine detail: it could depend on the data. The spend stays recorded.
@@ -289,6 +292,7 @@ def connect(con_or_path, policy: str | Path | Mapping, ledger=None,
     con = _open(con_or_path)
     try:
         pol = bind_schema(pol, con)
+        pol = key_tables(pol, con, f"__dpsql_keys_{secrets.token_hex(6)}")
     except duckdb.Error as e:
         raise PolicyError("DP502", f"cannot read the database schema: {e}") from None
     _lock_down(con)

@@ -37,6 +37,7 @@ class ColumnPolicy:
     upper: float | None = None
     keys: tuple | None = None
     sql_type: str = ""          # filled from the DuckDB schema at connect
+    key_table: str | None = None  # set at connect for a large key set: the TEMP table holding it
 
     @property
     def bounded(self) -> bool:

@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from . import noise
 from .plan import Measurement, Plan
+from .schema import key_text
 from .validate import has_scalar_functions
 
 DIALECT = "duckdb"
@@ -131,10 +132,7 @@ def row_value(plan: Plan, m: Measurement) -> exp.Expression:
 
 
 def key_literal(value, sql_type: str) -> exp.Expression:
-    if isinstance(value, bool):
-        return cast(exp.Literal.string(str(value).lower()), sql_type)
-    text = value.isoformat() if hasattr(value, "isoformat") else str(value)
-    return cast(exp.Literal.string(text), sql_type)
+    return cast(exp.Literal.string(key_text(value)), sql_type)
 
 
 def key_columns(plan: Plan) -> list:
@@ -142,10 +140,35 @@ def key_columns(plan: Plan) -> list:
     return list({c.name: c for k in plan.group_keys for c in k.columns if c.keys is not None}.values())
 
 
+def key_table(plan: Plan, column: str) -> str | None:
+    """The TEMP table holding a long key set (schema.key_tables), or None: the keys are literals."""
+    return plan.table.columns[column].key_table
+
+
+def declared(plan: Plan, column: str) -> exp.Expression:
+    """``column`` is one of its declared keys (false for NULL)."""
+    table = key_table(plan, column)
+    if table is not None:
+        return exp.In(this=col(column), query=exp.Subquery(this=exp.select(col(table)).from_(exp.Table(this=ident(table)))))
+    policy = plan.table.columns[column]
+    return exp.In(this=col(column), expressions=[key_literal(v, policy.sql_type) for v in policy.keys])
+
+
 def key_filter(plan: Plan) -> list[exp.Expression]:
-    """Rows whose key is not declared public are dropped (so NULL keys too)."""
-    return [exp.In(this=col(c.name), expressions=[key_literal(v, c.sql_type) for v in c.keys])
-            for c in key_columns(plan)]
+    """Rows whose key is not declared public are dropped (so NULL keys too); long key sets by a join."""
+    return [declared(plan, c.name) for c in key_columns(plan) if key_table(plan, c.name) is None]
+
+
+def join_key_tables(query: exp.Select, plan: Plan) -> exp.Select:
+    """The private table inner-joined with the TEMP table of each long key set it groups by: a hash
+    join is faster than an IN list or an IN subquery there (10M rows, 10k keys: 0.07 s against 0.18 s
+    and 0.11 s), and drops undeclared and NULL keys as the filter does."""
+    for c in key_columns(plan):
+        table = key_table(plan, c.name)
+        if table is not None:
+            query = query.join(exp.Table(this=ident(table)),
+                               on=exp.EQ(this=col(c.name, plan.table.name), expression=col(table, table)))
+    return query
 
 
 def quoted(node: exp.Expression) -> exp.Expression:
@@ -217,9 +240,7 @@ def rows_cte(plan: Plan) -> exp.Select:
     for m in plan.measurements:
         if m.kind == "distinct":
             # Only declared keys count: the released count then lies in [0, |keys|] whatever the data.
-            policy = plan.table.columns[m.column]
-            declared = exp.In(this=col(m.column), expressions=[key_literal(v, policy.sql_type) for v in policy.keys])
-            projections.append(alias(case_when(declared, col(m.column), exp.Null()), value_column(m)))
+            projections.append(alias(case_when(declared(plan, m.column), col(m.column), exp.Null()), value_column(m)))
     for m in plan.measurements:
         if m.kind == "sum" and m.bounding == "rows":
             projections.append(alias(quantised_row(plan, m), value_column(m)))
@@ -232,7 +253,7 @@ def rows_cte(plan: Plan) -> exp.Select:
     conditions = [user_where(plan), *key_filter(plan)]
     if not plan.table.row_level:
         conditions.append(exp.Not(this=exp.Is(this=col(plan.table.privacy_unit), expression=exp.Null())))
-    return select(*projections, source=plan.table.name, where=conjunction(conditions))
+    return join_key_tables(select(*projections, source=plan.table.name, where=conjunction(conditions)), plan)
 
 
 def exact_aggregate(m: Measurement) -> exp.Expression:
@@ -326,14 +347,23 @@ def agg_cte(plan: Plan, source: str) -> exp.Select:
     return select(*keys, *values, source=source, group=[k.copy() for k in keys])
 
 
-def key_domain(key, name: str) -> exp.Select:
+def declared_keys(plan: Plan, c) -> exp.Select:
+    """One column's declared keys as a one-column query named after the column."""
+    table = key_table(plan, c.name)
+    if table is not None:
+        return exp.select(alias(col(table), c.name)).from_(exp.Table(this=ident(table)))
+    return exp.select(alias(exp.Unnest(expressions=[exp.Array(
+        expressions=[key_literal(v, c.sql_type) for v in c.keys])]), c.name))
+
+
+def key_domain(plan: Plan, key, name: str) -> exp.Select:
     """The groups of one GROUP BY item: its values over the declared keys of the columns it reads.
 
-    Computed in SQL from literals alone (no table is read), so the set of groups released is public.
+    Computed in SQL from the keys alone (literals, or the TEMP tables dpsql filled from the policy;
+    never the private table), so the set of groups released is public.
     """
-    parts = [exp.Subquery(this=exp.select(alias(exp.Unnest(expressions=[exp.Array(
-                 expressions=[key_literal(v, c.sql_type) for v in c.keys])]), c.name)),
-                          alias=exp.TableAlias(this=ident(f"__c{i}"))) for i, c in enumerate(key.columns)]
+    parts = [exp.Subquery(this=declared_keys(plan, c), alias=exp.TableAlias(this=ident(f"__c{i}")))
+             for i, c in enumerate(key.columns)]
     query = exp.select(alias(safe(quoted(key.expression)), name)).from_(parts[0])
     for part in parts[1:]:
         query = query.join(part, join_type="CROSS")
@@ -343,7 +373,7 @@ def key_domain(key, name: str) -> exp.Select:
 def keys_source(plan: Plan) -> exp.Expression:
     """Every combination of the GROUP BY items' groups: the output rows, empty groups included."""
     names = key_names(plan)
-    parts = [exp.Subquery(this=key_domain(k, n), alias=exp.TableAlias(this=ident(f"__keys_{n}")))
+    parts = [exp.Subquery(this=key_domain(plan, k, n), alias=exp.TableAlias(this=ident(f"__keys_{n}")))
              for k, n in zip(plan.group_keys, names)]
     query = exp.select(*[col(n) for n in names]).from_(parts[0])
     for part in parts[1:]:

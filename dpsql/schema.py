@@ -19,6 +19,7 @@ from .policy import Policy, TablePolicy
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                  "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL")
 STRING_TYPES = ("VARCHAR",)
+KEY_LITERALS_MAX = 256   # longer key sets live in TEMP tables (key_tables); measured crossover ~200-1000
 
 
 def is_numeric(sql_type: str) -> bool:
@@ -78,3 +79,35 @@ def bind_schema(policy: Policy, con: duckdb.DuckDBPyConnection) -> Policy:
     """
     tables = {name: _bind_table(t, con) for name, t in policy.tables.items()}
     return dataclasses.replace(policy, tables=tables)
+
+
+def key_tables(policy: Policy, con: duckdb.DuckDBPyConnection, prefix: str) -> Policy:
+    """Each key set longer than ``KEY_LITERALS_MAX`` copied into a TEMP table ``<prefix>_<n>(<same name>)``.
+
+    A long IN list or array literal costs sqlglot and DuckDB's binder time on every query (100k keys:
+    17 s a query); a join with a table of keys costs one hash join. Short sets stay literals, which
+    DuckDB filters faster. The table and its one column share a random name no user column has.
+    TEMP tables live in the connection, so a read-only database can have them.
+    """
+    tables = {}
+    n = 0
+    for tname, table in policy.tables.items():
+        columns = {}
+        for name, column in table.columns.items():
+            if column.keys is not None and len(column.keys) > KEY_LITERALS_MAX:
+                n += 1
+                key_table = f"{prefix}_{n}"
+                con.execute(f'CREATE TEMP TABLE "{key_table}" ("{key_table}" {column.sql_type})')
+                con.execute(f'INSERT INTO "{key_table}" SELECT CAST(k AS {column.sql_type}) FROM (SELECT UNNEST(?) AS k)',
+                            [[key_text(k) for k in column.keys]])
+                column = dataclasses.replace(column, key_table=key_table)
+            columns[name] = column
+        tables[tname] = dataclasses.replace(table, columns=columns)
+    return dataclasses.replace(policy, tables=tables)
+
+
+def key_text(value) -> str:
+    """A key as SQL text that casts back to itself (booleans lower-case, dates in ISO form)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)

@@ -369,3 +369,29 @@ def test_bound_examples_and_arguments():
     for bad in (0.0, 1.0, -0.5, 1.5, math.nan):
         with pytest.raises(ValueError):
             discrete_laplace_bound(1.0, bad)
+
+
+def test_the_noise_buffer_hands_each_draw_out_once_in_the_order_drawn():
+    # Chunks of one scale come from one batch in order; a new scale gets its own batch; clear() drops
+    # what is left, so the next query starts a new batch.
+    buffer = noise.NoiseBuffer()
+    source = noise.GeneratorRandomSource(np.random.default_rng(7))
+    chunks = [buffer.take(source, 3.0, n) for n in (5, 2000, 100)]
+    reference = noise.discrete_laplace(noise.GeneratorRandomSource(np.random.default_rng(7)), 3.0, 2048)
+    assert np.array_equal(np.concatenate(chunks[:2]), reference[:2005])
+    assert np.array_equal(chunks[2][:43], reference[2005:])   # the first batch runs out, a second one follows
+    buffer.clear()
+    assert buffer.take(source, 3.0, 0).size == 0 and not buffer._left.get(noise.dyadic_scale(3.0), np.zeros(0)).size
+
+
+def test_buffered_noise_in_vector_sized_chunks_is_discrete_laplace():
+    buffer = noise.NoiseBuffer()
+    source = noise.GeneratorRandomSource(np.random.default_rng(11))
+    draws = np.concatenate([buffer.take(source, 2.0, 2048) for _ in range(50)])
+    values, counts = np.unique(np.clip(draws, -12, 12), return_counts=True)
+    expected = noise.discrete_laplace_pmf(2.0, np.arange(-12, 13)) * draws.size
+    expected[0] += noise.discrete_laplace_cdf_tail(2.0, 12) / 2 * draws.size   # P(X < -12) folded in
+    expected[-1] += noise.discrete_laplace_cdf_tail(2.0, 12) / 2 * draws.size
+    assert list(values) == list(range(-12, 13))
+    chi2 = float(np.sum((counts - expected) ** 2 / expected))
+    assert chi2 < 52.6, chi2   # chi-squared, 24 degrees of freedom, p = 0.001
