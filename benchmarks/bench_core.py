@@ -37,6 +37,7 @@ import duckdb
 import dpsql
 
 GROUPS = 50
+MANY_GROUPS = 10_000
 LOWER, UPPER = 0.0, 100.0
 QUERY = "SELECT grp, COUNT(*), SUM(value), AVG(value) FROM events GROUP BY grp"
 
@@ -53,13 +54,14 @@ SYSTEMS = ("dpsql", "sql", "floor", "plain", "plan")
 
 
 def build(con: duckdb.DuckDBPyConnection, rows: int) -> None:
-    """Create ``events(event_id, user_id, grp, value)`` with ``rows`` rows, generated in SQL.
+    """Create ``events(event_id, user_id, grp, grp10k, value)`` with ``rows`` rows, generated in SQL.
 
     Deterministic (hashes of the row number, no RANDOM()):
       user_id  ~rows/10 users, user = floor(U * u**3): a power law in rank (Zipf exponent 2/3);
                at 10M rows: ~990k users, median 6 rows, max ~100k rows
       grp      50 INTEGER keys; 70% of a user's rows in a home group, the rest skewed toward low keys,
                so a user touches a median of 3 groups (17 at the 99th percentile): 3.3M (user, grp)
+      grp10k   the same scheme over 10,000 INTEGER keys (benchmarks/run.py)
       value    DOUBLE uniform on [-20, 120] (14% below 0, 14% above 100), 1% NULL
     """
     users = max(rows // 10, 1)
@@ -78,6 +80,8 @@ def build(con: duckdb.DuckDBPyConnection, rows: int) -> None:
                user_id,
                (CASE WHEN u_home < 0.7 THEN (user_id * 7919) % {GROUPS}
                      ELSE LEAST(FLOOR({GROUPS} * POW(u_grp, 2)), {GROUPS - 1}) END)::INTEGER AS grp,
+               (CASE WHEN u_home < 0.7 THEN (user_id * 7919) % {MANY_GROUPS}
+                     ELSE LEAST(FLOOR({MANY_GROUPS} * POW(u_grp, 2)), {MANY_GROUPS - 1}) END)::INTEGER AS grp10k,
                CASE WHEN u_value < 0.01 THEN NULL
                     ELSE ROUND(-20 + 140 * (u_value - 0.01) / 0.99, 2) END AS value
         FROM r

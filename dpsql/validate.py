@@ -358,8 +358,21 @@ def group_keys_public(select: exp.Select, scope: Scope) -> None:
 
 def is_key(node: exp.Expression, keys: list[KeySpec]) -> bool:
     """Whether ``node`` (outside any aggregate) is one of the GROUP BY keys, written the same way."""
+    # Callers ask this of every node of an expression: compare only nodes that could match (same
+    # root type, not much larger), or a deep expression costs quadratic time in copies.
+    candidates = [k for k in keys if type(k.expression) is type(node) and _at_most(node, 3 * _size(k.expression) + 3)]
+    if not candidates:
+        return False
     text = unqualified(node).sql()
-    return any(k.expression.sql() == text for k in keys)
+    return any(k.expression.sql() == text for k in candidates)
+
+
+def _size(node: exp.Expression) -> int:
+    return sum(1 for _ in node.walk())
+
+
+def _at_most(node: exp.Expression, limit: int) -> bool:
+    return next((False for i, _ in enumerate(node.walk()) if i >= limit), True)
 
 
 def outputs_are_aggregates_or_keys(select: exp.Select, scope: Scope) -> None:

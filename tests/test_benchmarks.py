@@ -1,16 +1,39 @@
-"""Smoke test of the benchmark harness at a tiny size: it runs, and dpsql's answer is timed fresh
-(never a replay). Speed targets live in benchmarks/README.md, not here."""
+"""Smoke tests of the benchmark harnesses at a tiny size: they run end to end, dpsql's answers are
+timed fresh (never a replay), and the report computes its targets. Speed targets live in
+benchmarks/README.md, not here."""
 import importlib.util
 import sys
 from pathlib import Path
 
-HARNESS = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_core.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def test_the_benchmark_harness_runs_at_10k_rows():
-    spec = importlib.util.spec_from_file_location("bench_core", HARNESS)
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_core"] = bench   # its dataclasses look their module up there
-    spec.loader.exec_module(bench)
-    results = bench.run(rows=10_000, repeats=1)
+def load(name: str):
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))   # the harness modules import each other by name
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module   # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_core_benchmark_runs_at_10k_rows():
+    results = load("bench_core").run(rows=10_000, repeats=1)
     assert results and all(r["dpsql_s"] > 0 and r["floor_s"] > 0 and r["dpsql_over_floor"] > 0 for r in results)
+
+
+def test_the_comparison_benchmark_runs_at_10k_rows(tmp_path):
+    run, report = load("run"), load("report")
+    queries = [run.BY_NAME[name] for name in ("count_sum_avg", "user_level", "private_keys")]
+    result = run.run(rows=[10_000], repeats=1, runs=2, accuracy_rows=10_000, data_dir=tmp_path,
+                     queries=queries, epsilons=(1.0,), log=lambda line: None)
+    speed = {row["query"]: row for row in result["speed"]}
+    assert set(speed) == {"count_sum_avg", "user_level", "private_keys"}
+    for row in speed.values():
+        for system in ("plain", "floor", "dpsql"):
+            assert row[system]["wall"] > 0, (row["query"], system, row[system])
+    counts = [a for a in result["accuracy"] if a["query"] == "count_sum_avg" and a["column"] == "n"]
+    assert counts and counts[0]["dpsql"]["rmse"] > 0 and counts[0]["laplace"]["optimum_rmse"] > 0
+    markdown = report.markdown(result)
+    assert "### Targets" in markdown and "count_sum_avg" in markdown
