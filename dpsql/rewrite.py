@@ -31,7 +31,7 @@ from sqlglot import exp
 
 from . import noise
 from .plan import Measurement, Plan
-from .schema import key_text
+from .schema import is_numeric, is_string, key_text
 from .validate import has_scalar_functions
 
 DIALECT = "duckdb"
@@ -193,12 +193,64 @@ def safe(node: exp.Expression) -> exp.Expression:
 
 
 def user_where(plan: Plan) -> exp.Expression | None:
-    """The validated WHERE, always under TRY(): a row where it fails (a function, or a literal that
-    does not cast to its column's type) is a row where it is NULL, excluded."""
+    """The validated WHERE, under TRY() unless it cannot fail: a row where it fails (a function, or a
+    literal that does not cast to its column's type) is a row where it is NULL, excluded. Whether a
+    query fails must never depend on a row, or the failure itself would release it without noise."""
     if plan.where is None:
         return None
+    if cannot_fail(plan.where, plan):
+        # TRY() would also stop DuckDB pushing the filter into the scan (100M rows: 0.54 s vs 0.38 s).
+        return quoted(plan.where)
     # The cast to BOOLEAN sits inside TRY(): `WHERE age || 5` must not fail converting '105'.
     return exp.Anonymous(this="TRY", expressions=[cast(quoted(plan.where), "BOOLEAN")])
+
+
+LOGIC = (exp.And, exp.Or, exp.Not, exp.Paren)
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def cannot_fail(node: exp.Expression, plan: Plan) -> bool:
+    """A condition no row can make raise: AND/OR/NOT of comparisons, IN lists and BETWEENs whose
+    operands are columns and plain literals of one family (numbers with numbers, strings with
+    strings, booleans with booleans, no implicit casts from text), and IS [NOT] NULL."""
+    if isinstance(node, LOGIC):
+        return all(cannot_fail(child, plan) for child in (node.this, node.args.get("expression")) if child is not None)
+    if isinstance(node, exp.Is):
+        return isinstance(node.expression, exp.Null) and operand_family(node.this, plan) is not None
+    if isinstance(node, COMPARISONS):
+        operands = [node.this, node.expression]
+    elif isinstance(node, exp.Between):
+        operands = [node.this, node.args.get("low"), node.args.get("high")]
+    elif isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest"):
+        operands = [node.this, *node.expressions]
+    else:
+        return False
+    families = {operand_family(o, plan) for o in operands}
+    return len(families) == 1 and None not in families
+
+
+def operand_family(node: exp.Expression | None, plan: Plan) -> str | None:
+    """"number", "string" or "boolean" for a column of that type or a plain literal; else None."""
+    if isinstance(node, exp.Neg):
+        return operand_family(node.this, plan) if isinstance(node.this, exp.Literal) and not node.this.is_string else None
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return "string"
+        # A huge literal may fail to cast to the column's type (checked in DuckDB 2.0 for every
+        # integer and float type up to 2**53; DECIMAL columns fail sooner and always take TRY).
+        return "number" if abs(float(node.this)) <= 2 ** 53 else None
+    if isinstance(node, exp.Boolean):
+        return "boolean"
+    if isinstance(node, exp.Column):
+        column = plan.table.columns.get(node.name.lower())
+        sql_type = column.sql_type if column is not None else ""
+        if is_numeric(sql_type) and not sql_type.startswith("DECIMAL"):
+            return "number"
+        if is_string(sql_type):
+            return "string"
+        if sql_type == "BOOLEAN":
+            return "boolean"
+    return None
 
 
 def conjunction(conditions: list[exp.Expression]) -> exp.Expression | None:
