@@ -392,6 +392,11 @@ def _measurements(outputs: list[Output], L: int, C: int, epsilon: float, selecti
              if n.bounding == "rows"}
 
     def needs_of(o: Output) -> list[Need]:
+        if o.kind == "count" and o.per_group is None and selecting and table.row_level:
+            # At row level COUNT(*) is the unit count partition selection measures anyway: release
+            # that one noisy count (as GoogleSQL and SmartNoise do) instead of splitting epsilon
+            # for a second. Counts of groups just above the threshold then lean high.
+            return [Need("units", None)]
         # An AVG beside a plain SUM of the same values reuses it: with that sum released anyway,
         # centring gains nothing (m + (S - m*n)/n = S/n) and a second sum would split epsilon further.
         if o.kind == "avg" and o.per_group is None and (o.column, *(o.per_row or (o.lower, o.upper))) in plain:

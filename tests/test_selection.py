@@ -92,3 +92,18 @@ def test_mixed_public_and_private_keys():
     db = dpsql.connect(con, policy=policy, ledger=":memory:")
     rows = db.sql("SELECT pub, priv, COUNT(*) FROM t GROUP BY pub, priv", delta=1e-5).fetchall()
     assert {(p, k) for p, k, _ in rows} == {(p, k) for p in range(3) for k in ("k0", "k1")}
+
+
+def test_at_row_level_count_star_is_the_selection_count_and_saves_a_share_of_epsilon():
+    db = connection(units_per_key=30)
+    res = db.sql("SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY k", epsilon=2.0, delta=1e-6, nonnegative=False)
+    plan = res.plan
+    assert [m.kind for m in plan.measurements] == ["units", "sum"]
+    assert all(m.epsilon == 1.0 for m in plan.measurements), "two shares, not three"
+    n_output = next(o for o in plan.outputs if o.name == "n")
+    assert n_output.measurements == (plan.selection.measurement,)
+    counts = [n for _, n, _ in res.fetchall()]
+    assert counts and min(counts) >= plan.selection.threshold, "a released count is the one that passed"
+    # At user level the unit count and COUNT(*) differ: they stay two measurements.
+    user = connection(units_per_key=30, unit="u").sql("SELECT k, COUNT(*) FROM t GROUP BY k", epsilon=2.0, delta=1e-6)
+    assert [m.kind for m in user.plan.measurements] == ["count", "units"]
