@@ -170,15 +170,25 @@ def measure(system: str, query: Query, path: Path, timeout: float) -> dict:
         return {"ok": False, "error": f"worker failed: {done.stderr.strip().splitlines()[-1:]}"}
 
 
-def speed(rows: int, path: Path, repeats: int, timeout: float, queries, systems, log) -> list[dict]:
+def speed(rows: int, path: Path, repeats: int, timeout: float, queries, systems, log,
+          gave_up: dict | None = None) -> list[dict]:
+    """Medians per (query, system) at one size. ``gave_up`` carries (system, query) -> error across
+    sizes: a system that timed out on a smaller table is not run again on a larger one."""
+    gave_up = {} if gave_up is None else gave_up
     results = []
     for query in queries:
         runs: dict[str, list[dict]] = {s: [] for s in systems}
         for _ in range(repeats):
             for system in systems:
+                if (system, query.name) in gave_up:
+                    runs[system] = [gave_up[(system, query.name)]]
+                    continue
                 if runs[system] and not runs[system][-1]["ok"]:
                     continue        # failed or timed out once: not again
                 runs[system].append(measure(system, query, path, timeout))
+                if runs[system][-1].get("error", "").startswith("timeout"):
+                    gave_up[(system, query.name)] = {
+                        "ok": False, "error": f"{runs[system][-1]['error']} at {rows:,} rows: not run on more"}
         row = {"rows": rows, "query": query.name}
         for system, measured in runs.items():
             good = [m for m in measured if m["ok"]]
@@ -281,6 +291,11 @@ def _errors(maps: list[dict], exact: dict, clamped: dict, i: int) -> dict:
         return {"rmse": None, "rmse_clamped": None, "median_relative": None, "released": 0.0}
     return {"rmse": math.sqrt(statistics.fmean(squared)),
             "rmse_clamped": math.sqrt(statistics.fmean(squared_clamped)),
+            # Relative standard error of that RMSE (delta method: sd(e^2) / (2 mean(e^2) sqrt(n))).
+            "rmse_clamped_rel_se": (statistics.pstdev(squared_clamped) / (2 * statistics.fmean(squared_clamped)
+                                    * math.sqrt(len(squared_clamped)))) if len(squared_clamped) > 1 and
+                                   statistics.fmean(squared_clamped) > 0 else None,
+            "sum_sq_clamped": math.fsum(squared_clamped),
             "median_relative": statistics.median(relative) if relative else None,
             "released": 1 - missing / total, "cells": len(squared)}
 
@@ -323,16 +338,17 @@ def _smartnoise_version() -> str | None:
 
 
 def run(rows=DEFAULT_ROWS, repeats=3, runs=10, accuracy_rows=1_000_000, data_dir=HERE / ".data",
-        timeout=1800.0, queries=QUERIES, epsilons=EPSILONS, log=print) -> dict:
+        timeout=240.0, queries=QUERIES, epsilons=EPSILONS, log=print) -> dict:
     """Everything, as one dict (also written to results/results.json by main)."""
     started = time.time()
     report = {"machine": machine(), "load_before": bench_core.load(), "repeats": repeats, "runs": runs,
               "speed": [], "accuracy": []}
+    gave_up: dict = {}
     for n in rows:
         path = database(n, data_dir)
         chosen = [q for q in queries if not (q.name == "groups_1m" and n < MILLION)]
         systems = [s for s in SYSTEMS if not (s == "smartnoise_pandas" and n > PANDAS_MAX_ROWS)]
-        report["speed"] += speed(n, path, repeats, timeout, chosen, systems, log)
+        report["speed"] += speed(n, path, repeats, timeout, chosen, systems, log, gave_up)
     if runs:
         report["accuracy"] = accuracy(database(accuracy_rows, data_dir), runs, queries, epsilons, log)
         report["accuracy_rows"] = accuracy_rows
@@ -349,7 +365,8 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=10, help="answers per system and epsilon (default 10)")
     parser.add_argument("--accuracy-rows", type=int, default=1_000_000)
     parser.add_argument("--queries", default=",".join(q.name for q in QUERIES))
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per worker")
+    parser.add_argument("--timeout", type=float, default=240.0,
+                        help="seconds per worker (default 240); a system that times out is not run on larger tables")
     parser.add_argument("--data", type=Path, default=HERE / ".data", help="where the database files live")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--no-plots", action="store_true")
