@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench_core import GROUPS, LOWER, MANY_GROUPS, USER_FLOOR
+from bench_core import GROUPS, LOWER, MANY_GROUPS, UPPER, USER_FLOOR
 
 import smartnoise_duckdb
 
@@ -17,12 +17,12 @@ DELTA = 1e-6
 C = 3                    # user level: at most C rows per unit in a group ...
 L = 1                    # ... and at most L groups per unit; SmartNoise: at most L * C rows per unit
 MILLION = 1_000_000
-CLAMPED = f"LEAST(GREATEST(value, {LOWER}), 100.0)"
+CLAMPED = f"LEAST(GREATEST(value, {LOWER}), {UPPER})"
 
 
 def policy(name: str) -> dict:
     """dpsql policies: ``row`` (public keys), ``private`` (grp10k keys not declared: selected), ``user``."""
-    value = {"type": "float", "lower": LOWER, "upper": 100.0}
+    value = {"type": "float", "lower": LOWER, "upper": UPPER}
     if name == "wide":
         return {"version": 1, "budget": {"epsilon": 1e9, "delta": 0.5},
                 "tables": {"wide": {"privacy_unit": "row",
@@ -41,10 +41,10 @@ def policy(name: str) -> dict:
 def smartnoise_metadata(name: str) -> dict:
     """The same table, bounds and unit for SmartNoise; public keys are declared by not censoring."""
     if name == "wide":
-        return smartnoise_duckdb.metadata("wide", {"k": ("int", None, None), "value": ("float", LOWER, 100.0)},
+        return smartnoise_duckdb.metadata("wide", {"k": ("int", None, None), "value": ("float", LOWER, UPPER)},
                                           unit=None, max_ids=1, censor_dims=False)
     columns = {"grp": ("int", None, None), "grp10k": ("int", None, None), "event_id": ("int", None, None),
-               "value": ("float", LOWER, 100.0)}
+               "value": ("float", LOWER, UPPER)}
     unit = "user_id" if name == "user" else None
     return smartnoise_duckdb.metadata("events", columns, unit=unit, max_ids=L * C if unit else 1,
                                       censor_dims=name == "private")
@@ -75,9 +75,9 @@ def _agg(key: str, where: str = "", avg: bool = True, source: str = "events") ->
 
 
 def _query(name: str, key: str, policy_name: str, where: str = "", avg: bool = True, **extra) -> Query:
-    sql, floor = _agg(key, where, avg, extra.get("table", "events"))
-    return Query(name, sql, policy_name, floor, sql.replace(f"FROM {extra.get('table', 'events')}",
-                                                             f"FROM main.{extra.get('table', 'events')}"), **extra)
+    table = extra.get("table", "events")
+    sql, floor = _agg(key, where, avg, table)
+    return Query(name, sql, policy_name, floor, sql.replace(f"FROM {table}", f"FROM main.{table}"), **extra)
 
 
 QUERIES = (
