@@ -74,18 +74,22 @@ def _agg(key: str, where: str = "", avg: bool = True, source: str = "events") ->
     return sql, floor
 
 
+def _in_main(sql: str, table: str = "events") -> str:
+    """SmartNoise's text: the same SQL with the table named in its metadata's schema."""
+    return sql.replace(f"FROM {table}", f"FROM main.{table}")
+
+
 def _query(name: str, key: str, policy_name: str, where: str = "", avg: bool = True, **extra) -> Query:
     table = extra.get("table", "events")
     sql, floor = _agg(key, where, avg, table)
-    return Query(name, sql, policy_name, floor, sql.replace(f"FROM {table}", f"FROM main.{table}"), **extra)
+    return Query(name, sql, policy_name, floor, _in_main(sql, table), **extra)
 
 
 QUERIES = (
     _query("count_sum_avg", "grp", "row"),
     _query("groups_10k", "grp10k", "row"),
     _query("where", "grp", "row", where=" WHERE value > 50", avg=False),
-    Query("user_level", _agg("grp")[0], "user", USER_FLOOR,
-          _agg("grp")[0].replace("FROM events", "FROM main.events")),
+    Query("user_level", _agg("grp")[0], "user", USER_FLOOR, _in_main(_agg("grp")[0])),
     _query("private_keys", "grp10k", "private", avg=False, delta=DELTA),
     Query("median", "SELECT grp, MEDIAN(value) AS med FROM events GROUP BY grp", "row",
           f"SELECT grp, MEDIAN({CLAMPED}) AS med FROM events GROUP BY grp",

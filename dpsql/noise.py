@@ -424,7 +424,7 @@ class NoiseBuffer:
         t = dyadic_scale(scale)
         left = self._left.get(t, np.zeros(0, dtype=np.int64))
         if left.size < size:
-            batch = min(max(self._batch.get(t, self.MIN_BATCH // 2) * 2, self.MIN_BATCH), self.MAX_BATCH)
+            batch = min(self._batch.get(t, self.MIN_BATCH // 2) * 2, self.MAX_BATCH)
             self._batch[t] = batch
             left = np.concatenate([left, discrete_laplace(source, scale, max(batch, size - left.size))])
         self._left[t] = left[size:]

@@ -32,7 +32,7 @@ from sqlglot import exp
 from . import noise
 from .plan import Measurement, Plan
 from .schema import is_numeric, is_string, key_text
-from .validate import has_scalar_functions
+from .validate import COMPARISONS, has_scalar_functions
 
 DIALECT = "duckdb"
 
@@ -206,7 +206,6 @@ def user_where(plan: Plan) -> exp.Expression | None:
 
 
 LOGIC = (exp.And, exp.Or, exp.Not, exp.Paren)
-COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
 
 def cannot_fail(node: exp.Expression, plan: Plan) -> bool:

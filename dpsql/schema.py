@@ -58,9 +58,7 @@ def _bind_table(table: TablePolicy, con) -> TablePolicy:
         keys = col.keys
         if keys is not None:
             try:
-                keys = tuple(con.execute(f"SELECT CAST(k AS {sql_type}) FROM (SELECT UNNEST(?) AS k)",
-                                         [list(map(str, keys))]).fetchall())
-                keys = tuple(k[0] for k in keys)
+                keys = tuple(k for (k,) in con.execute(cast_keys(sql_type), [list(map(str, keys))]).fetchall())
             except duckdb.Error:
                 raise _fail(f"{path}.keys: keys {list(col.keys)!r} do not all convert to {sql_type}") from None
             if len(set(keys)) != len(keys):
@@ -98,12 +96,16 @@ def key_tables(policy: Policy, con: duckdb.DuckDBPyConnection, prefix: str) -> P
                 n += 1
                 key_table = f"{prefix}_{n}"
                 con.execute(f'CREATE TEMP TABLE "{key_table}" ("{key_table}" {column.sql_type})')
-                con.execute(f'INSERT INTO "{key_table}" SELECT CAST(k AS {column.sql_type}) FROM (SELECT UNNEST(?) AS k)',
-                            [[key_text(k) for k in column.keys]])
+                con.execute(f'INSERT INTO "{key_table}" {cast_keys(column.sql_type)}', [[key_text(k) for k in column.keys]])
                 column = dataclasses.replace(column, key_table=key_table)
             columns[name] = column
         tables[tname] = dataclasses.replace(table, columns=columns)
     return dataclasses.replace(policy, tables=tables)
+
+
+def cast_keys(sql_type: str) -> str:
+    """A query of the keys passed as one list of texts, each cast to the column's type."""
+    return f"SELECT CAST(k AS {sql_type}) FROM (SELECT UNNEST(?) AS k)"
 
 
 def key_text(value) -> str:
