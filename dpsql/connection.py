@@ -149,13 +149,18 @@ class PrivateConnection:
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
              ci: float | None = None, nonnegative: bool = True) -> Plan:
         """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
+        return self._lowered(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
+
+    def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
+                 nonnegative: bool = True, noise_function: str | None = None, **lowering) -> Plan:
+        """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only."""
         try:
             statement = flatten(parse(sql), sql)
             scope = validate(statement, sql, self.policy)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
             return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
-                                      nonnegative=nonnegative), self._noise_function)
+                                      nonnegative=nonnegative), noise_function or self._noise_function, **lowering)
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
 

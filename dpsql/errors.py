@@ -18,9 +18,11 @@ class DpsqlError(Exception):
     """
 
     code = "DP999"
+    default_rule: str | None = None   # the rule a refusal of this class names unless told another
 
     def __init__(self, code: str | None = None, message: str = "", *, hint: str = "",
-                 sql: str | None = None, start: int | None = None, end: int | None = None):
+                 sql: str | None = None, start: int | None = None, end: int | None = None,
+                 rule: str | None = None):
         self.code = code or type(self).code
         self.message = message
         self.hint = hint
@@ -32,7 +34,7 @@ class DpsqlError(Exception):
             end = min(end if end is not None else start, last)
         self.start = start
         self.end = end if end is not None else start
-        self.rule: str | None = None   # the validation rule that refused, set by the validator
+        self.rule: str | None = rule or type(self).default_rule   # the rule that refused
         super().__init__(f"[{self.code}] {message}")
 
     @property
@@ -84,11 +86,13 @@ class PrivacyViolation(UnsupportedConstruct):
 class InvalidParameter(DpsqlError):
     """epsilon, delta or another caller-supplied parameter is out of range (DP401)."""
     code = "DP401"
+    default_rule = "parameter_ranges"
 
 
 class BudgetExceeded(DpsqlError):
     """The query asks for more privacy budget than remains (DP402). Nothing was spent."""
     code = "DP402"
+    default_rule = "budget_fits"
 
     def __init__(self, requested, remaining, **kw):
         self.requested = requested

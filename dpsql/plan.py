@@ -199,6 +199,10 @@ class Plan:
     explain = __str__
 
 
+def slot_names(outputs: list) -> set[str]:
+    return {f"o{i}" for i in range(len(outputs))}
+
+
 def share(epsilon: float, parts: int) -> float:
     """epsilon / parts, rounded down to a float: the shares never add up to more than epsilon.
 
@@ -408,7 +412,7 @@ def _measurements(outputs: list[Output], L: int, C: int, epsilon: float, selecti
     if selecting and Need("units", None) not in needed:
         needed.append(Need("units", None))
     if not needed:
-        raise InvalidParameter("DP301", "the query releases no aggregate")
+        raise InvalidParameter("DP301", "the query releases no aggregate", rule="releases_an_aggregate")
     names = {need: f"m{i}" for i, need in enumerate(needed)}
     measurements = [_measurement(names[need], need, L, C, share(epsilon, len(needed)), table) for need in needed]
     outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs_of(o))})
@@ -479,16 +483,20 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
         if isinstance(target, exp.Literal) and not target.is_string and target.this.isdigit():
             index = int(target.this)
             if not 1 <= index <= len(visible):
-                raise scope.refuse("DP307", f"ORDER BY {index}: there is no output column {index}", target)
+                raise scope.refuse("DP307", f"ORDER BY {index}: there is no output column {index}", target,
+                                   rule="order_by_outputs")
             slot = f"o{visible[index - 1]}"
         else:
             slot_expr = target.copy().transform(to_slot)
-            if not isinstance(slot_expr, exp.Column):
-                raise scope.refuse("DP307", "ORDER BY takes an output, a GROUP BY key or an aggregate", target)
-            slot = slot_expr.name
+            if isinstance(slot_expr, exp.Column) and slot_expr.name in slot_names(collected.items):
+                slot = slot_expr.name
+            else:
+                # An expression of released values (validated: no raw column): a hidden output.
+                slot = f"o{collected.add(Output(name=target.sql(), kind='expr', column=None, expression=slot_expr, hidden=True))}"
         order.append((slot, bool(ordered.args.get("desc"))))
-    if not order_clause:
-        order = [(f"o{key_slot[i]}", False) for i in range(len(keys))]
+    # The group keys break every tie, in order: the order of the rows is then a function of the
+    # released values alone, never of which groups hold data (the engine's hash order would be).
+    order += [(f"o{key_slot[i]}", False) for i in range(len(keys)) if f"o{key_slot[i]}" not in {s for s, _ in order}]
 
     outputs = _unique_names(collected.items)
     L = 1 if table.row_level else (scope.options.max_groups or table.max_groups_per_unit)
@@ -500,12 +508,10 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     private = [(k, c) for k in specs for c in k.columns if c.keys is None]
     if private and delta == 0:
         key, column = private[0]
-        err = scope.refuse("DP304", f"GROUP BY {column.name}: keys are not public, so the groups themselves "
-                           "could reveal a person", key.node, cls=PrivacyViolation,
+        raise scope.refuse("DP304", f"GROUP BY {column.name}: keys are not public, so the groups themselves "
+                           "could reveal a person", key.node, cls=PrivacyViolation, rule="partition_selection",
                            hint=f"declare `keys` for {column.name!r} in the policy, or pass delta > 0 for DP "
                                 "partition selection")
-        err.rule = "partition_selection"
-        raise err
     measurements, outputs = _measurements(outputs, L, C, epsilon, selecting=bool(private), table=table)
     selection = None
     if private:

@@ -32,9 +32,13 @@ from sqlglot import exp
 from . import noise
 from .plan import Measurement, Plan
 from .schema import is_numeric, is_string, key_text
-from .validate import COMPARISONS, has_scalar_functions
+from .sensitivity import grid_bound
+from .totality import BOOLEAN, family, fold, is_total
 
 DIALECT = "duckdb"
+# Exact aggregates are saturated at +-2**62 before the noise: the sum with any noise draw the sampler
+# makes (scale < 2**50) stays inside int64.
+MAX_EXACT = 2 ** 62
 
 
 def ident(name: str) -> exp.Identifier:
@@ -92,11 +96,18 @@ def on_grid(value: exp.Expression, m: Measurement) -> exp.Expression:
     return cast(scaled, "BIGINT")
 
 
+def column_types(plan: Plan):
+    """Column name -> DuckDB type of the queried table (the typing behind totality.is_total)."""
+    columns = plan.table.columns
+    return lambda name: columns[name].sql_type if name in columns else None
+
+
 def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
     """An aggregate's argument for one row, as DOUBLE: a column as read; in an expression, every
-    bounded column clamped to its bounds first (what interval arithmetic assumed), under TRY()."""
+    bounded column clamped to its bounds first (what interval arithmetic assumed), the cast to DOUBLE
+    inside TRY() (validation refused strings and dates; TRY covers whatever else could fail)."""
     if isinstance(argument, exp.Column):
-        return cast(col(argument.name), "DOUBLE")
+        return cast(col(argument.name), "DOUBLE")   # a numeric column: the cast cannot fail
 
     def clamped(node):
         if isinstance(node, exp.Column):
@@ -106,17 +117,17 @@ def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
                 return clamp(cast(value, "DOUBLE"), policy.lower, policy.upper)
             return value
         return node
-    return cast(safe(argument.copy().transform(clamped)), "DOUBLE")
+    return exp.Anonymous(this="TRY", expressions=[cast(quoted(argument).transform(clamped), "DOUBLE")])
 
 
-def quantised_row(plan: Plan, m: Measurement) -> exp.Expression:
-    """A row's value on the grid, |.| <= B.
+def quantised_row(m: Measurement, value: exp.Expression) -> exp.Expression:
+    """A row's value (``value``: its argument, evaluated once in __rows) on the grid, |.| <= B.
 
     Centred (offset m, bounds lo = m - r, hi = m + r): (clamp(x, lo, hi) - m) ** moment, which lies in
     [-r, r] (or [0, r^2]) up to one rounding, far below half a grid step, so round(v / g) stays within
-    B = ceil(r / g). Clamping x itself keeps the cheap CASE on a plain column.
+    B = ceil(r / g). Clamping x itself keeps the cheap CASE on a plain column. NULL stays NULL and
+    nothing else becomes NULL, so a unit's count of values and its sum see the same rows.
     """
-    value = argument_value(plan, m.argument)
     if m.offset is None:
         return on_grid(value, m)
     r = m.upper if m.moment == 1 else m.upper ** 0.5
@@ -125,10 +136,9 @@ def quantised_row(plan: Plan, m: Measurement) -> exp.Expression:
     return cast(fn("ROUND", exp.Mul(this=moment, expression=num(1.0 / m.granularity))), "BIGINT")
 
 
-def row_value(plan: Plan, m: Measurement) -> exp.Expression:
+def row_value(m: Measurement, value: exp.Expression) -> exp.Expression:
     """A row's value as DOUBLE (never an integer overflow), clamped per row when bounds say so."""
-    x = argument_value(plan, m.argument)
-    return x if m.row_lower is None else clamp(x, m.row_lower, m.row_upper)
+    return value if m.row_lower is None else clamp(value, m.row_lower, m.row_upper)
 
 
 def key_literal(value, sql_type: str) -> exp.Expression:
@@ -173,8 +183,8 @@ def join_key_tables(query: exp.Select, plan: Plan) -> exp.Select:
 
 def quoted(node: exp.Expression) -> exp.Expression:
     """A validated user expression with its columns unqualified and quoted (one table: unambiguous),
-    and every operand that is itself an operation parenthesised: sqlglot would print ``a > 1 = b``,
-    which DuckDB does not parse."""
+    every operand that is itself an operation parenthesised (sqlglot would print ``a > 1 = b``,
+    which DuckDB does not parse), and non-integer literals as DOUBLE (``totality.fold``)."""
     def fix(n):
         if isinstance(n, exp.Column):
             return col(n.name.lower())
@@ -184,12 +194,12 @@ def quoted(node: exp.Expression) -> exp.Expression:
                 if isinstance(child, (exp.Binary, exp.Predicate, exp.Not)) and not isinstance(child, exp.Paren):
                     n.set(key, exp.Paren(this=child))
         return n
-    return node.copy().transform(fix)
+    return fold(node.copy().transform(fix))
 
 
-def safe(node: exp.Expression) -> exp.Expression:
-    """TRY(node) when it has scalar functions: an error on some row becomes NULL, never a failure."""
-    return exp.Anonymous(this="TRY", expressions=[node]) if has_scalar_functions(node) else node
+def safe(node: exp.Expression, plan: Plan) -> exp.Expression:
+    """TRY(node) unless no row can make it fail (totality.is_total): an error becomes NULL, never a failure."""
+    return node if is_total(node, column_types(plan)) else exp.Anonymous(this="TRY", expressions=[node])
 
 
 def user_where(plan: Plan) -> exp.Expression | None:
@@ -198,58 +208,13 @@ def user_where(plan: Plan) -> exp.Expression | None:
     query fails must never depend on a row, or the failure itself would release it without noise."""
     if plan.where is None:
         return None
-    if cannot_fail(plan.where, plan):
+    condition = quoted(plan.where)
+    types = column_types(plan)
+    if is_total(condition, types) and family(condition, types) == BOOLEAN:
         # TRY() would also stop DuckDB pushing the filter into the scan (100M rows: 0.54 s vs 0.38 s).
-        return quoted(plan.where)
+        return condition
     # The cast to BOOLEAN sits inside TRY(): `WHERE age || 5` must not fail converting '105'.
-    return exp.Anonymous(this="TRY", expressions=[cast(quoted(plan.where), "BOOLEAN")])
-
-
-LOGIC = (exp.And, exp.Or, exp.Not, exp.Paren)
-
-
-def cannot_fail(node: exp.Expression, plan: Plan) -> bool:
-    """A condition no row can make raise: AND/OR/NOT of comparisons, IN lists and BETWEENs whose
-    operands are columns and plain literals of one family (numbers with numbers, strings with
-    strings, booleans with booleans, no implicit casts from text), and IS [NOT] NULL."""
-    if isinstance(node, LOGIC):
-        return all(cannot_fail(child, plan) for child in (node.this, node.args.get("expression")) if child is not None)
-    if isinstance(node, exp.Is):
-        return isinstance(node.expression, exp.Null) and operand_family(node.this, plan) is not None
-    if isinstance(node, COMPARISONS):
-        operands = [node.this, node.expression]
-    elif isinstance(node, exp.Between):
-        operands = [node.this, node.args.get("low"), node.args.get("high")]
-    elif isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest"):
-        operands = [node.this, *node.expressions]
-    else:
-        return False
-    families = {operand_family(o, plan) for o in operands}
-    return len(families) == 1 and None not in families
-
-
-def operand_family(node: exp.Expression | None, plan: Plan) -> str | None:
-    """"number", "string" or "boolean" for a column of that type or a plain literal; else None."""
-    if isinstance(node, exp.Neg):
-        return operand_family(node.this, plan) if isinstance(node.this, exp.Literal) and not node.this.is_string else None
-    if isinstance(node, exp.Literal):
-        if node.is_string:
-            return "string"
-        # A huge literal may fail to cast to the column's type (checked in DuckDB 2.0 for every
-        # integer and float type up to 2**53; DECIMAL columns fail sooner and always take TRY).
-        return "number" if abs(float(node.this)) <= 2 ** 53 else None
-    if isinstance(node, exp.Boolean):
-        return "boolean"
-    if isinstance(node, exp.Column):
-        column = plan.table.columns.get(node.name.lower())
-        sql_type = column.sql_type if column is not None else ""
-        if is_numeric(sql_type) and not sql_type.startswith("DECIMAL"):
-            return "number"
-        if is_string(sql_type):
-            return "string"
-        if sql_type == "BOOLEAN":
-            return "boolean"
-    return None
+    return exp.Anonymous(this="TRY", expressions=[cast(condition, "BOOLEAN")])
 
 
 def conjunction(conditions: list[exp.Expression]) -> exp.Expression | None:
@@ -279,32 +244,60 @@ def raw_column(column: str) -> str:
     return f"c_{column}"
 
 
+def row_arguments(plan: Plan) -> dict[str, exp.Expression]:
+    """Label -> the value each row contributes, evaluated once in __rows: every count, sum and tree
+    of one argument reads this one column, so a unit's count of values and its sum cannot disagree
+    on which rows hold a value. Numeric (a SUM, AVG or quantile reads it): DOUBLE, with the columns
+    of an expression clamped; counted only: the expression as written, under TRY()."""
+    numeric = {m.column for m in plan.measurements if m.kind in ("sum", "quantile")}
+    values = {}
+    for m in plan.measurements:
+        if m.argument is None or m.kind == "distinct" or m.column in values:
+            continue
+        argument = m.argument
+        if m.column in numeric:
+            values[m.column] = argument_value(plan, argument)
+        else:
+            values[m.column] = col(argument.name) if isinstance(argument, exp.Column) else safe(quoted(argument), plan)
+    return values
+
+
 def rows_cte(plan: Plan) -> exp.Select:
-    """__rows: the private table filtered, keys renamed k0.., values clamped and quantised."""
-    projections = [alias(safe(quoted(k.expression)), name) for k, name in zip(plan.group_keys, key_names(plan))]
+    """__rows: the private table filtered, keys renamed k0.., each argument evaluated once (c_*),
+    then clamped and quantised (v_*) from that one value."""
+    names = key_names(plan)
+    projections = [alias(safe(quoted(k.expression), plan), name) for k, name in zip(plan.group_keys, names)]
+    passed = list(names)
     if not plan.table.row_level:
         projections.insert(0, alias(col(plan.table.privacy_unit), "__unit"))
-    raw = {m.column: m.argument for m in plan.measurements if m.argument is not None and m.kind not in ("distinct", "quantile")}
-    for label, argument in raw.items():
-        value = col(argument.name) if isinstance(argument, exp.Column) else safe(quoted(argument))
+        passed.insert(0, "__unit")
+    for label, value in row_arguments(plan).items():
         projections.append(alias(value, raw_column(label)))
+        passed.append(raw_column(label))
     for m in plan.measurements:
         if m.kind == "distinct":
             # Only declared keys count: the released count then lies in [0, |keys|] whatever the data.
             projections.append(alias(case_when(declared(plan, m.column), col(m.column), exp.Null()), value_column(m)))
+            passed.append(value_column(m))
+    derived = []
     for m in plan.measurements:
+        value = col(raw_column(m.column)) if m.column is not None else None
         if m.kind == "sum" and m.bounding == "rows":
-            projections.append(alias(quantised_row(plan, m), value_column(m)))
+            derived.append(alias(quantised_row(m, value), value_column(m)))
         elif m.kind == "sum":
-            projections.append(alias(row_value(plan, m), value_column(m)))
+            derived.append(alias(row_value(m, value), value_column(m)))
         elif m.kind == "quantile":
-            projections.append(alias(quantile.leaf_index(argument_value(plan, m.argument), m), value_column(m)))
+            derived.append(alias(quantile.leaf_index(value, m), value_column(m)))
     if not projections:
         projections.append(alias(num(1), "__one"))
     conditions = [user_where(plan), *key_filter(plan)]
     if not plan.table.row_level:
         conditions.append(exp.Not(this=exp.Is(this=col(plan.table.privacy_unit), expression=exp.Null())))
-    return join_key_tables(select(*projections, source=plan.table.name, where=conjunction(conditions)), plan)
+    rows = join_key_tables(select(*projections, source=plan.table.name, where=conjunction(conditions)), plan)
+    if not derived:
+        return rows
+    return exp.select(*[col(n) for n in passed], *derived).from_(
+        exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("__read"))))
 
 
 def exact_aggregate(m: Measurement) -> exp.Expression:
@@ -328,8 +321,16 @@ def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
     n = exp.Count(this=col(raw_column(m.column)))
     total = exp.Sum(this=v)
     scaled = exp.IntDiv(this=exp.Mul(this=cast(total, "HUGEINT"), expression=num(C)), expression=n)
-    # |result| <= C*B < 2**62: BIGINT, so the next SUM needs no 128-bit state.
-    return cast(case_when(exp.GT(this=n.copy(), expression=num(C)), scaled, total.copy()), "BIGINT")
+    # n counts exactly the rows with a value (one evaluation, rows_cte), so |result| <= C*B already;
+    # the clamp makes that hold by construction. C*B < 2**62: BIGINT, the next SUM needs no 128-bit state.
+    cap = C * grid_bound(m.lower, m.upper, m.granularity)
+    return cast(saturate(case_when(exp.GT(this=n.copy(), expression=num(C)), scaled, total.copy()), cap), "BIGINT")
+
+
+def saturate(value: exp.Expression, cap: int) -> exp.Expression:
+    """LEAST(GREATEST(value, -cap), cap): an integer that can never overflow a later cast. Clamping
+    moves two values no further apart, so no sensitivity grows."""
+    return fn("LEAST", fn("GREATEST", value, num(-cap)), num(cap))
 
 
 def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
@@ -362,15 +363,23 @@ def needs_partition_sampling(plan: Plan) -> bool:
     return plan.partitions is None or plan.partitions > plan.max_groups
 
 
-def user_level_ctes(plan: Plan) -> list[tuple[str, exp.Select]]:
-    """__units and __bounded: contribution bounding per unit, C within and L across partitions."""
+def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp.Select]]:
+    """__units and __bounded: contribution bounding per unit, C within and L across partitions.
+
+    ``sampling="hash"`` (trusted test seam only) ranks a unit's partitions by a hash of (unit, key)
+    instead of random(): the bound holds for any choice, and a fixed rule couples neighbours.
+    """
     keys = [col(k) for k in key_names(plan)]
     C, L = plan.max_rows, plan.max_groups
     projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in plan.measurements]
     sampling = needs_partition_sampling(plan)
     if sampling:
         # Materialise the random key first: DuckDB refuses volatile expressions in a window's ORDER BY.
-        projections.append(alias(cast(exp.Mul(this=fn("RANDOM"), expression=num(2 ** 53)), "BIGINT"), "__r"))
+        if sampling == "hash":
+            rank_key = exp.Mod(this=fn("HASH", col("__unit"), *[k.copy() for k in keys]), expression=num(2 ** 53))
+        else:
+            rank_key = cast(exp.Mul(this=fn("RANDOM"), expression=num(2 ** 53)), "BIGINT")
+        projections.append(alias(rank_key, "__r"))
     units = select(*projections, source="__rows", group=[col("__unit"), *[k.copy() for k in keys]])
     ctes = [("__units", units)]
     if sampling:
@@ -415,7 +424,7 @@ def key_domain(plan: Plan, key, name: str) -> exp.Select:
     """
     parts = [exp.Subquery(this=declared_keys(plan, c), alias=exp.TableAlias(this=ident(f"__c{i}")))
              for i, c in enumerate(key.columns)]
-    query = exp.select(alias(safe(quoted(key.expression)), name)).from_(parts[0])
+    query = exp.select(alias(safe(quoted(key.expression), plan), name)).from_(parts[0])
     for part in parts[1:]:
         query = query.join(part, join_type="CROSS")
     return query.distinct() if key.column is None else query
@@ -439,7 +448,10 @@ def noise_call(m: Measurement, value: exp.Expression, function: str) -> exp.Expr
     """
     scale = Fraction(m.scale)
     k = scale.denominator.bit_length() - 1
-    call = exp.Anonymous(this=function, expressions=[cast(value, "BIGINT"), num(scale.numerator), num(k)])
+    # Saturated before the cast: a total beyond BIGINT (huge per-unit bounds times many units) would
+    # otherwise fail the query exactly when enough units match.
+    exact = cast(saturate(value, MAX_EXACT), "BIGINT")
+    call = exp.Anonymous(this=function, expressions=[exact, num(scale.numerator), num(k)])
     qualifier = exp.Dot(this=exp.to_identifier("system"), expression=exp.to_identifier("main"))
     return exp.Dot(this=qualifier, expression=call)
 
@@ -459,7 +471,8 @@ def noisy_cte(plan: Plan, function: str) -> exp.Select:
     if plan.selection is not None:
         # Private keys: the candidate groups are those in the data; __out keeps the selected ones.
         return exp.select(*[col(n, "__agg") for n in names], *values).from_("__agg")
-    on = exp.and_(*[exp.EQ(this=col(n, "__keys"), expression=col(n, "__agg")) for n in names])
+    # A key expression may map declared keys to NULL (CASE without ELSE): the NULL group is a group.
+    on = exp.and_(*[exp.NullSafeEQ(this=col(n, "__keys"), expression=col(n, "__agg")) for n in names])
     source = exp.Subquery(this=keys_source(plan), alias=exp.TableAlias(this=ident("__keys")))
     query = exp.select(*[col(n, "__keys") for n in names], *values).from_(source)
     return query.join(exp.Table(this=ident("__agg")), on=on, join_type="LEFT")
@@ -601,12 +614,26 @@ def final_select(plan: Plan) -> exp.Select:
     return query
 
 
-def rewrite(plan: Plan, noise_function: str) -> Plan:
-    """Return the plan with ``rewritten_sql`` set: the whole DP query as one DuckDB SELECT."""
+def measurements_select(plan: Plan) -> exp.Select:
+    """Every candidate group's keys and scalar measurements, ordered by key (the test seam's stage)."""
+    names = key_names(plan)
+    query = exp.select(*[col(n) for n in names], *[col(m.name) for m in scalar_measurements(plan)]).from_("__noisy")
+    return query.order_by(*[exp.Ordered(this=col(n), nulls_first=False) for n in names]) if names else query
+
+
+def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage: str = "output") -> Plan:
+    """Return the plan with ``rewritten_sql`` set: the whole DP query as one DuckDB SELECT.
+
+    ``sampling`` and ``stage`` are for the trusted test seam (dpsql.testing) only: a hash instead of
+    random() for the choice of L partitions, and the measurements (``stage="measurements"``) instead
+    of the released outputs.
+    """
+    if sampling not in ("random", "hash") or stage not in ("output", "measurements"):
+        raise ValueError(f"unknown sampling {sampling!r} or stage {stage!r}")
     ctes: list[tuple[str, exp.Select]] = [("__rows", rows_cte(plan))]
     source = "__rows"
     if not plan.table.row_level:
-        ctes += user_level_ctes(plan)
+        ctes += user_level_ctes(plan, sampling)
         source = ctes[-1][0]
     trees = [m for m in plan.measurements if m.kind == "quantile"]
     materialized = {"__noisy"}
@@ -628,7 +655,7 @@ def rewrite(plan: Plan, noise_function: str) -> Plan:
     if plan.selection is not None:
         out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
     ctes.append(("__out", out))
-    query = final_select(plan)
+    query = final_select(plan) if stage == "output" else measurements_select(plan)
     for name, cte in ctes:
         query = query.with_(ident(name), as_=cte, materialized=True if name in materialized else None, copy=False)
     # Compact and without sqlglot's defensive copy: this runs on every query; explain pretty-prints.

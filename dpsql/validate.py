@@ -24,6 +24,7 @@ from .parse import span
 from .policy import ColumnPolicy, Policy, TablePolicy
 from .schema import is_numeric, is_string
 from .sensitivity import MAX_BOUND
+from .totality import BOOLEAN, NUMBER, family, string_too_long
 
 QUANTILES = (exp.Median, exp.PercentileCont)   # MEDIAN(x); QUANTILE_CONT(x, q) = PERCENTILE_CONT(x, q)
 AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.VariancePop, exp.Variance, exp.StddevPop, exp.Stddev, exp.StddevSamp,
@@ -31,10 +32,12 @@ AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.VariancePop, exp.Variance, exp.St
 BOUNDED_AGGREGATES = AGGREGATES[1:]   # their argument needs a finite range
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 # Deterministic scalar functions and operators. Any error they could raise on some row (overflow,
-# division by zero, a failing cast, a bad date) becomes NULL: the rewrite wraps them in TRY(), so
-# whether a query succeeds never depends on the data. Functions whose output size the data could
-# blow up (repeat, lpad), volatile or side-effecting ones (random, now, setseed, nextval) and
-# anything reading outside the tables (read_csv, getenv, current_setting) are not here.
+# division by zero, a failing cast, a bad date) becomes NULL: the rewrite runs every expression that
+# totality.is_total cannot prove total under TRY(), so whether a query succeeds never depends on the
+# data. Only functions whose errors TRY() catches are here; REPLACE's growth is bounded by the rule
+# bounded_strings. Functions whose output size the data could blow up (repeat, lpad), volatile or
+# side-effecting ones (random, now, setseed, nextval) and anything reading outside the tables
+# (read_csv, getenv, current_setting) are not here.
 SCALAR_NODES = (
     exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Abs, exp.Sign, exp.Round, exp.Floor,
     exp.Ceil, exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow, exp.Greatest, exp.Least, exp.Coalesce,
@@ -56,11 +59,6 @@ ALLOWED_NODES = (
 )
 
 
-def has_scalar_functions(node: exp.Expression | None) -> bool:
-    """Whether evaluating ``node`` on a row could raise: then the rewrite wraps it in TRY()."""
-    return node is not None and any(isinstance(n, SCALAR_NODES) for n in node.walk())
-
-
 @dataclass(frozen=True)
 class Scope:
     """What a rule needs to know: the SQL text (for positions), the policy, and the queried table."""
@@ -70,10 +68,17 @@ class Scope:
     alias: str | None = None
     options: QueryOptions = QueryOptions()
 
+    def types(self, name: str) -> str | None:
+        """The DuckDB type of a column of the queried table (None: unknown)."""
+        column = self.table.columns.get(name) if self.table is not None else None
+        return column.sql_type if column is not None else None
+
     def refuse(self, code: str, message: str, node: exp.Expression | None, hint: str = "",
-               cls=UnsupportedConstruct):
+               cls=UnsupportedConstruct, rule: str | None = None):
         start, end = span(node)
-        return cls(code, message, hint=hint, sql=self.sql, start=start, end=end)
+        err = cls(code, message, hint=hint, sql=self.sql, start=start, end=end)
+        err.rule = rule
+        return err
 
 
 def name_of(node: exp.Expression) -> str:
@@ -276,10 +281,13 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
         bounds = aggregate_bounds(agg, scope.refuse)
         if bounds.per_group and not isinstance(agg, (exp.Sum, exp.Avg)):
             raise scope.refuse("DP310", f"{fname} takes contribution_bounds_per_row only", agg)
-        if isinstance(arg, exp.Column):
-            col = scope.table.columns[name_of(arg)]
-            if col.sql_type and not is_numeric(col.sql_type):
-                raise scope.refuse("DP302", f"{fname}({arg.name}): column {arg.name!r} is not numeric", agg)
+        kind = family(arg, scope.types)
+        if kind not in (NUMBER, BOOLEAN, "null") and (kind is not None or not isinstance(arg, exp.Column)):
+            # A string or a date would have to be cast to a number row by row, and that cast fails
+            # (or not) depending on the data.
+            what = f"column {arg.name!r}" if isinstance(arg, exp.Column) else arg.sql()
+            raise scope.refuse("DP302", f"{fname}: {what} is {'a ' + kind + ', ' if kind else ''}not a number", agg,
+                               hint="aggregate a numeric column or expression")
         if not (bounds.per_row or bounds.per_group or argument_bounds(unqualified(arg), scope.table)):
             what = f"column {arg.name!r} has no bounds in the policy" if isinstance(arg, exp.Column) else \
                 f"no finite bounds follow from the bounds of its columns for {arg.sql()}"
@@ -453,6 +461,17 @@ def predicates_type_safe(select: exp.Select, scope: Scope) -> None:
                 raise scope.refuse("DP306", f"column {node.name!r} is not a boolean condition", node)
 
 
+def bounded_strings(select: exp.Select, scope: Scope) -> None:
+    """No expression can build a string much longer than the longest value a row holds (DP313): an
+    out-of-memory error would depend on whether some row holds what the expression multiplies."""
+    for node in select.iter_expressions():
+        problem = string_too_long(node, scope.types)
+        if problem is not None:
+            culprit = next((n for n in node.walk() if isinstance(n, exp.Replace)), node)
+            raise scope.refuse("DP313", f"{culprit.sql()}: {problem}", culprit,
+                               hint="replace with a replacement no longer than the pattern, or nest fewer REPLACEs")
+
+
 def post_clauses(select: exp.Select, scope: Scope) -> None:
     """HAVING, ORDER BY, LIMIT and OFFSET act on released values only; LIMIT/OFFSET are literals (DP307)."""
     for key in ("limit", "offset"):
@@ -486,6 +505,7 @@ VALIDATION_RULES = (
     group_keys_public,
     outputs_are_aggregates_or_keys,
     predicates_type_safe,
+    bounded_strings,
     post_clauses,
 )
 

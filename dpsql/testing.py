@@ -1,0 +1,86 @@
+"""The trusted test seam: run a query's real rewritten SQL with the noise switched off.
+
+For tests and the data owner's own checks, in-process only (never reachable over a server): it
+spends no budget and draws no noise, so whoever can call it already holds the data.
+
+* ``noise="identity"``: every measurement is released exact (bounded, but without noise): the
+  sensitivity and differential tests compare these values.
+* ``noise="zero"``: every measurement reads 0, so two neighbouring databases release the same
+  values, and anything that still differs (row order, row count, an error) is a side channel.
+
+``sampling="hash"`` makes the choice of a unit's L partitions a fixed function of (unit, key), so
+runs on neighbouring databases are coupled; ``stage="measurements"`` returns each candidate group's
+keys and exact measurements instead of the released outputs.
+
+>>> import duckdb, dpsql
+>>> con = duckdb.connect(); _ = con.execute("CREATE TABLE t AS SELECT range % 2 AS g FROM range(10)")
+>>> db = dpsql.connect(con, ledger=":memory:", policy={"budget": {"epsilon": 1}, "tables": {"t": {
+...     "privacy_unit": "row", "columns": {"g": {"keys": [0, 1]}}}}})
+>>> run(db, "SELECT g, COUNT(*) AS n FROM t GROUP BY g").table.to_pylist()
+[{'g': 0, 'n': 5}, {'g': 1, 'n': 5}]
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from .connection import PrivateConnection
+from .plan import Plan
+
+NOISE = ("identity", "zero")
+
+
+@dataclass(frozen=True)
+class Exact:
+    """A plan and what its rewritten SQL returned with the noise switched off."""
+    plan: Plan
+    table: pa.Table
+
+    @property
+    def rows(self) -> list[tuple]:
+        return [tuple(r.values()) for r in self.table.to_pylist()]
+
+
+def _identity(values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
+    return pa.array(np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64), type=pa.int64())
+
+
+def _zero(values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
+    return pa.array(np.zeros(len(values), dtype=np.int64), type=pa.int64())
+
+
+def _function(db: PrivateConnection, noise: str) -> str:
+    """The name of this connection's noiseless UDF of that kind, registered once."""
+    if noise not in NOISE:
+        raise ValueError(f"noise must be one of {NOISE}, got {noise!r}")
+    names = db.__dict__.setdefault("_testing_functions", {})
+    if noise not in names:
+        names[noise] = f"dpsql_{noise}_{secrets.token_hex(6)}"
+        bigint = duckdb.sqltype("BIGINT")
+        db._con.create_function(names[noise], _identity if noise == "identity" else _zero, [bigint] * 3, bigint,
+                                type="arrow", side_effects=True)
+    return names[noise]
+
+
+def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: float | None = None, *,
+          noise: str = "identity", sampling: str = "hash", stage: str = "output", **options) -> Plan:
+    """The query's plan lowered to SQL whose noise calls are the noiseless ``noise`` function."""
+    return db._lowered(sql, epsilon, delta, noise_function=_function(db, noise), sampling=sampling, stage=stage,
+                       **options)
+
+
+def run(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: float | None = None, *,
+        noise: str = "identity", sampling: str = "hash", stage: str = "output", **options) -> Exact:
+    """Plan, lower and run ``sql`` without noise; nothing is charged or recorded.
+
+    Raises what ``db.sql`` would raise for a refused query; an engine error propagates as is
+    (``duckdb.Error``): for these tests any such error is a finding.
+    """
+    plan = lower(db, sql, epsilon, delta, noise=noise, sampling=sampling, stage=stage, **options)
+    with db._run_lock:
+        table = db._con.sql(plan.rewritten_sql).to_arrow_table()
+    return Exact(plan, table)

@@ -1,0 +1,263 @@
+"""Totality by construction: the typing that proves no row can make a user expression fail.
+
+After DuckDB has bound the rewritten query, an error, or a string large enough to exhaust memory,
+would depend on the rows, and its presence alone would tell neighbouring databases apart. So every
+user expression is typed at plan time:
+
+* ``family``: the kind of value it yields (number, string, boolean, temporal), from the columns'
+  DuckDB types; an aggregate that needs a number refuses anything else.
+* ``is_total``: whether it provably cannot raise on any row (columns, literals, comparisons of one
+  safe family, AND/OR/NOT/IS NULL of those). Everything else runs under ``TRY()``, which turns an
+  error on a row into NULL; the functions allowed are those whose errors ``TRY()`` catches.
+* ``fold``: non-integer number literals become DOUBLE literals (``0.5`` -> ``0.5e0``). DuckDB types
+  ``0.5`` as DECIMAL and then casts the other operand to a DECIMAL that a large value overflows.
+* ``string_length``: a bound ``a * S + b`` on the length of a string expression, S the longest
+  string a row holds; a query whose strings could grow more than ``MAX_STRING_GROWTH`` times (nested
+  REPLACE) is refused.
+
+>>> import sqlglot
+>>> types = {"age": "TINYINT", "income": "BIGINT", "zip": "VARCHAR"}.get
+>>> is_total(sqlglot.parse_one("age > 5 AND zip = 'x'"), types), is_total(sqlglot.parse_one("-age > 5"), types)
+(True, False)
+>>> string_length(sqlglot.parse_one("replace(replace(zip, 'a', 'bb'), 'b', 'ccc')"), types)
+(6.0, 0.0)
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlglot import exp
+
+NUMBER, STRING, BOOLEAN, TEMPORAL = "number", "string", "boolean", "temporal"
+Types = Callable[[str], "str | None"]   # column name -> DuckDB type (None: unknown)
+
+# Integer and float types whose comparisons with each other and with plain literals never raise
+# (checked in DuckDB 2.0). DECIMAL (cast to a common DECIMAL that can overflow) and UHUGEINT
+# (cast to signed types) are numbers too, but their comparisons run under TRY().
+SAFE_NUMBERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                "UBIGINT", "FLOAT", "DOUBLE", "REAL",
+                # spellings a CAST may use for the same types
+                "INT", "INT1", "INT2", "INT4", "INT8", "INT128", "SHORT", "LONG", "SIGNED", "UINT", "UINT8", "UINT16",
+                "UINT32", "UINT64", "FLOAT4", "FLOAT8", "DOUBLE PRECISION"}
+NUMBERS = SAFE_NUMBERS | {"DECIMAL", "NUMERIC", "UHUGEINT", "UINT128"}
+TEMPORALS = {"DATE", "TIME", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
+             "TIMESTAMPTZ", "INTERVAL"}
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+LOGIC = (exp.And, exp.Or, exp.Not)
+# Integer literals up to this magnitude compare with every safe column type without an error.
+MAX_TOTAL_INTEGER = 2 ** 63 - 1
+MAX_STRING_GROWTH = 64          # a string expression may be at most this many times the longest input
+MAX_STRING_CONSTANT = 1 << 20   # ... plus this many characters
+# Longest text DuckDB makes of a non-string value (a DOUBLE, a HUGEINT, a timestamp with zone).
+CAST_TEXT = 64
+# UTF-8 case mapping can lengthen a string (e.g. U+023F to U+2C7E: 2 to 3 bytes).
+CASE_GROWTH = 2
+
+
+def base_type(sql_type: str | None) -> str | None:
+    return sql_type.split("(")[0].strip().upper() if sql_type else None
+
+
+def type_family(sql_type: str | None) -> str | None:
+    base = base_type(sql_type)
+    if base is None:
+        return None
+    if base in NUMBERS:
+        return NUMBER
+    if base in ("VARCHAR", "TEXT", "CHAR", "STRING"):
+        return STRING
+    if base in ("BOOLEAN", "BOOL"):
+        return BOOLEAN
+    if base in TEMPORALS or base.startswith("TIMESTAMP"):
+        return TEMPORAL
+    return None
+
+
+def _cast_target(node: exp.Cast) -> str:
+    to = node.to
+    return to.sql(dialect="duckdb").upper() if isinstance(to, exp.DataType) else str(to).upper()
+
+
+def is_number_literal(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Literal) and not node.is_string
+
+
+def is_integer_literal(node: exp.Expression) -> bool:
+    return is_number_literal(node) and node.this.isdigit()
+
+
+_NUMBER_FUNCS = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.Abs, exp.Sign, exp.Round,
+                 exp.Floor, exp.Ceil, exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow, exp.Length, exp.Year, exp.Month,
+                 exp.Day, exp.Quarter, exp.DayOfWeek, exp.DayOfYear, exp.Extract)
+_STRING_FUNCS = (exp.Lower, exp.Upper, exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.Left, exp.Right,
+                 exp.Replace)
+_BOOLEAN_FUNCS = (*COMPARISONS, *LOGIC, exp.Like, exp.ILike, exp.StartsWith, exp.Contains, exp.RegexpLike,
+                  exp.IsNan, exp.IsInf, exp.In, exp.Between, exp.Is)
+_CHOICES = (exp.Case, exp.If, exp.Coalesce, exp.Nullif, exp.Greatest, exp.Least)
+
+
+def _branches(node: exp.Expression) -> list[exp.Expression]:
+    """The expressions a CASE/IF/COALESCE/NULLIF/GREATEST/LEAST may return."""
+    if isinstance(node, exp.Case):
+        return [i.args.get("true") for i in node.args.get("ifs", [])] + [node.args.get("default")]
+    if isinstance(node, exp.If):
+        return [node.args.get("true"), node.args.get("false")]
+    if isinstance(node, exp.Nullif):
+        return [node.this]
+    return [node.this, *node.expressions]
+
+
+def family(node: exp.Expression | None, types: Types) -> str | None:
+    """The kind of value ``node`` yields: NUMBER, STRING, BOOLEAN, TEMPORAL, "null", or None (unknown/mixed)."""
+    if node is None or isinstance(node, exp.Null):
+        return "null"
+    if isinstance(node, exp.Paren):
+        return family(node.this, types)
+    if isinstance(node, exp.Column):
+        return type_family(types(node.name.lower()))
+    if isinstance(node, exp.Literal):
+        return STRING if node.is_string else NUMBER
+    if isinstance(node, exp.Boolean):
+        return BOOLEAN
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return type_family(_cast_target(node))
+    if isinstance(node, (exp.Add, exp.Sub)):
+        # DATE + INTEGER is a DATE; a string operand is cast (and may fail): not a number for sure.
+        kinds = {family(node.this, types), family(node.expression, types)} - {"null"}
+        if TEMPORAL in kinds:
+            return TEMPORAL
+        return NUMBER if kinds <= {NUMBER, BOOLEAN} else None
+    if isinstance(node, _NUMBER_FUNCS):
+        return NUMBER
+    if isinstance(node, _STRING_FUNCS):
+        return STRING
+    if isinstance(node, _BOOLEAN_FUNCS):
+        return BOOLEAN
+    if isinstance(node, (exp.DateTrunc, exp.TimestampTrunc)):
+        return TEMPORAL
+    if isinstance(node, _CHOICES):
+        kinds = {family(b, types) for b in _branches(node)} - {"null"}
+        return kinds.pop() if len(kinds) == 1 else ("null" if not kinds else None)
+    return None
+
+
+def _safe_operand(node: exp.Expression, types: Types) -> str | None:
+    """The family of a column or plain literal whose comparisons in that family cannot raise, else None."""
+    if isinstance(node, exp.Paren):
+        return _safe_operand(node.this, types)
+    if isinstance(node, exp.Neg):
+        return NUMBER if is_integer_literal(node.this) and int(node.this.this) <= MAX_TOTAL_INTEGER + 1 else None
+    if is_number_literal(node):
+        # An integer literal compares with any safe column; a non-integer one is folded to DOUBLE.
+        text = node.this
+        return NUMBER if not text.isdigit() or int(text) <= MAX_TOTAL_INTEGER else None
+    if isinstance(node, exp.Literal):
+        return STRING
+    if isinstance(node, exp.Boolean):
+        return BOOLEAN
+    if isinstance(node, exp.Null):
+        return "null"
+    if isinstance(node, exp.Column):
+        sql_type = types(node.name.lower())
+        base = base_type(sql_type)
+        if base in SAFE_NUMBERS:
+            return NUMBER
+        kind = type_family(sql_type)
+        return kind if kind in (STRING, BOOLEAN) else None
+    return None
+
+
+def _operands(node: exp.Expression) -> list[exp.Expression]:
+    if isinstance(node, COMPARISONS):
+        return [node.this, node.expression]
+    if isinstance(node, exp.Between):
+        return [node.this, node.args.get("low"), node.args.get("high")]
+    return [node.this, *node.expressions]
+
+
+def is_total(node: exp.Expression | None, types: Types) -> bool:
+    """Whether evaluating ``node`` can never raise, whatever a row holds (else it runs under TRY())."""
+    if node is None:
+        return True
+    if isinstance(node, exp.Paren):
+        return is_total(node.this, types)
+    if isinstance(node, (exp.Column, exp.Literal, exp.Boolean, exp.Null)):
+        return True
+    if isinstance(node, LOGIC):
+        # Operands are cast to BOOLEAN: total only when they already are booleans.
+        children = [c for c in (node.this, node.args.get("expression")) if c is not None]
+        return all(is_total(c, types) and family(c, types) in (BOOLEAN, "null") for c in children)
+    if isinstance(node, exp.Is):
+        return isinstance(node.expression, exp.Null) and is_total(node.this, types)
+    if isinstance(node, (exp.Like, exp.ILike, exp.StartsWith, exp.Contains)) and not node.args.get("escape"):
+        # A string column matched against a string literal: no cast, no pattern error (no ESCAPE).
+        return _safe_operand(node.this, types) == STRING and isinstance(node.expression, exp.Literal) \
+            and node.expression.is_string
+    if isinstance(node, (*COMPARISONS, exp.Between)) or (
+            isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest")):
+        kinds = {_safe_operand(o, types) for o in _operands(node)}
+        return None not in kinds and len(kinds - {"null"}) <= 1
+    return False
+
+
+def fold(node: exp.Expression) -> exp.Expression:
+    """Non-integer number literals as DOUBLE (``0.5e0``): never a DECIMAL a column is cast to (in place)."""
+    for literal in list(node.find_all(exp.Literal)):
+        text = literal.this
+        if not literal.is_string and not text.isdigit() and "e" not in text.lower():
+            literal.set("this", f"{text}e0")
+    return node
+
+
+def string_length(node: exp.Expression | None, types: Types, seen: list | None = None) -> tuple[float, float] | None:
+    """(a, b): ``node``'s text is at most a * S + b characters long, S the longest string of the row;
+    None when no such bound follows (a REPLACE whose pattern or replacement is not a literal).
+    ``seen`` collects the bound of every sub-expression (a large inner string counts even when only
+    its length is used)."""
+    bound = _length(node, types, seen if seen is not None else [])
+    if seen is not None:
+        seen.append(bound)
+    return bound
+
+
+def _length(node: exp.Expression | None, types: Types, seen: list) -> tuple[float, float] | None:
+    if node is None or isinstance(node, (exp.Null, exp.Boolean)):
+        return (0.0, 0.0)
+    if isinstance(node, exp.Literal):
+        return (0.0, float(len(node.this)))
+    if isinstance(node, exp.Column):
+        return (1.0, 0.0) if family(node, types) in (STRING, None) else (0.0, float(CAST_TEXT))
+    if isinstance(node, exp.Replace):
+        pattern, replacement = node.expression, node.args.get("replacement")
+        inner = string_length(node.this, types, seen)
+        if inner is None or not (isinstance(pattern, exp.Literal) and pattern.is_string and pattern.this) or not (
+                replacement is None or (isinstance(replacement, exp.Literal) and replacement.is_string)):
+            return None
+        # Each match of a non-empty pattern (>= len(pattern) characters) becomes len(replacement).
+        factor = max(1.0, len(replacement.this if replacement is not None else "") / len(pattern.this))
+        return (inner[0] * factor, inner[1] * factor)
+    parts = [string_length(c, types, seen) for c in node.iter_expressions()]
+    if None in parts:
+        return None
+    if isinstance(node, exp.Paren):
+        return parts[0]
+    if family(node, types) not in (STRING, None) and not isinstance(node, _CHOICES):
+        return (0.0, float(CAST_TEXT))   # a number, boolean or date: short as text, whatever its inputs
+    if isinstance(node, (exp.Concat, exp.DPipe)):
+        return (sum(p[0] for p in parts), sum(p[1] for p in parts))
+    if isinstance(node, (exp.Lower, exp.Upper)):
+        return (parts[0][0] * CASE_GROWTH, parts[0][1] * CASE_GROWTH)
+    # Substrings, trims and choices: no longer than the longest of their inputs.
+    return (max((p[0] for p in parts), default=0.0), max((p[1] for p in parts), default=0.0))
+
+
+def string_too_long(node: exp.Expression, types: Types) -> str | None:
+    """Why ``node`` could build a string too large to be safe, or None."""
+    seen: list = []
+    if string_length(node, types, seen) is None or None in seen:
+        return "REPLACE takes a non-empty string literal pattern and a string literal replacement"
+    a, b = max(p[0] for p in seen), max(p[1] for p in seen)
+    if a > MAX_STRING_GROWTH or b > MAX_STRING_CONSTANT:
+        return (f"it could build a string {a:g} times as long as the longest value in a row (at most "
+                f"{MAX_STRING_GROWTH} allowed): whether it ran out of memory would depend on the data")
+    return None
