@@ -189,18 +189,27 @@ def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh, ci, raw
 
 @main.command()
 @connection_options
-def explain(sql, db_path, policy_path, epsilon, delta):
+@click.option("--ledger", "ledger", default=None, metavar="FILE",
+              help="Accepted for symmetry with query, and ignored: explain spends nothing, so it never "
+                   "opens, checks or creates a ledger.")
+def explain(sql, db_path, policy_path, epsilon, delta, ledger):
     """Print the plan for SQL (noise, sensitivity, rewritten SQL); spends no budget.
 
-    SQL is the query text, or - to read it from stdin.
+    SQL is the query text, or - to read it from stdin. Needs no ledger: a missing, foreign or
+    corrupt one does not stop a plan.
 
     \b
     Example:
         dpsql explain "SELECT sex, SUM(income) AS total FROM people GROUP BY sex" \\
             --db people.duckdb --policy policy.yaml --epsilon 0.5
     """
+    from dpsql.ledger import MEMORY
+
+    del ledger   # see its --help: a plan is never charged, so no ledger is read
     text = _read_sql(sql)
-    db = _connect(db_path, policy_path)
+    # An in-memory ledger: the one beside the database (maybe another policy's, or corrupt) is not
+    # opened, and no file is created.
+    db = _connect(db_path, policy_path, ledger=MEMORY)
     with _reporting_errors(show_details=False):
         output = str(db.explain(text, epsilon=epsilon, delta=delta))
     click.echo(output)

@@ -9,7 +9,9 @@ BigQuery DP queries run unchanged::
 
 The clause becomes a ``DifferentialPrivacy`` node in the Select's ``meta["dp"]``; named arguments of
 the aggregates (``contribution_bounds_per_group => (lo, hi)``) become ``meta["named_args"]``, a list
-of (name, expression). Both are checked by the validator (dpsql/options.py), not here.
+of (name, expression). Both are checked by the validator (dpsql/options.py), not here. The
+generator prints both back, so ``parse_one(sql, read=Dpsql).sql(dialect=Dpsql)`` round-trips (the
+ledger's history and replay keys use it); the rewrite prints plain DuckDB SQL, without them.
 
 >>> import sqlglot
 >>> q = sqlglot.parse_one("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1) SUM(x, contribution_bounds_per_row => (0, 5)) FROM t", read=Dpsql)
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.generators.duckdb import DuckDBGenerator
 from sqlglot.parsers.duckdb import DuckDBParser
 
 DP_AGGREGATES = ("COUNT", "SUM", "AVG", "VAR_POP", "VAR_SAMP", "VARIANCE", "STDDEV", "STDDEV_POP", "STDDEV_SAMP",
@@ -53,9 +56,22 @@ def _accepting_bounds(builder):
     return build
 
 
+class _Bounded:
+    """A node type whose ``from_arg_list`` keeps named bounds (see ``_accepting_bounds``)."""
+
+    def __init__(self, node_type):
+        self.from_arg_list = _accepting_bounds(node_type.from_arg_list)
+
+
 class DpsqlParser(DuckDBParser):
     FUNCTIONS = {**DuckDBParser.FUNCTIONS,
                  **{name: _accepting_bounds(DuckDBParser.FUNCTIONS[name]) for name in DP_AGGREGATES}}
+    # DuckDB parses QUANTILE_CONT with a function parser of its own (for its DISTINCT form), which
+    # bypasses FUNCTIONS and dropped named arguments: hand that parser a builder that keeps them.
+    FUNCTION_PARSERS = {
+        **DuckDBParser.FUNCTION_PARSERS,
+        "QUANTILE_CONT": lambda self: self._parse_distinct_arg_function(_Bounded(exp.PercentileCont)),
+    }
 
     def _parse_hint(self):
         # Called right after SELECT: the place of GoogleSQL's `WITH DIFFERENTIAL_PRIVACY` clause.
@@ -84,6 +100,41 @@ class DpsqlParser(DuckDBParser):
         return query
 
 
+def _differential_privacy_sql(generator, clause: DifferentialPrivacy) -> str:
+    """The clause as written: ``WITH DIFFERENTIAL_PRIVACY [OPTIONS(name = value, ...)]``."""
+    options = clause.options()
+    return "WITH DIFFERENTIAL_PRIVACY" + (f" OPTIONS({generator.expressions(sqls=options, flat=True)})"
+                                          if options else "")
+
+
+def _with_named_args(text: str, named: list, generator) -> str:
+    """``F(args)`` with ``, name => value`` appended inside its parentheses."""
+    if not text.endswith(")"):
+        # Never print a query without its bounds: the ledger then keeps the text as typed.
+        raise ValueError(f"cannot place named arguments in {text!r}")
+    pairs = ", ".join(f"{name} => {generator.sql(value)}" for name, value in named)
+    return f"{text[:-1]}{'' if text.endswith('()') else ', '}{pairs})"
+
+
+class DpsqlGenerator(DuckDBGenerator):
+    """DuckDB's generator, printing what the parser put in ``meta``: the DP clause and the bounds.
+
+    Without them the ledger's history and replay keys would drop a query's options and bounds.
+    """
+    TRANSFORMS = {**DuckDBGenerator.TRANSFORMS, DifferentialPrivacy: _differential_privacy_sql}
+
+    def sql(self, expression, key=None, comment=True):
+        # meta_get, not meta: reading meta allocates a dict on every node printed.
+        if key == "hint" and isinstance(expression, exp.Select) and expression.meta_get("dp") is not None:
+            return f"{super().sql(expression, key)} {self.sql(expression.meta['dp'])}"
+        if key is None and isinstance(expression, exp.Expr) and expression.meta_get("named_args"):
+            # Comments go after the closing parenthesis, so place the bounds before adding them.
+            text = _with_named_args(super().sql(expression, comment=False), expression.meta["named_args"], self)
+            return self.maybe_comment(text, expression) if self.comments and comment else text
+        return super().sql(expression, key, comment)
+
+
 class Dpsql(DuckDB):
     """sqlglot dialect: DuckDB plus the GoogleSQL DP clause and contribution bounds."""
     Parser = DpsqlParser
+    Generator = DpsqlGenerator

@@ -214,14 +214,19 @@ def normalise_sql(sql: str) -> tuple[str, tuple[str, ...]]:
     """The query as sqlglot prints it (keywords, spacing, identifier case, comments normalised), and its
     output names as typed (they name the result's columns).
 
+    Printed in the dpsql dialect, so the ``WITH DIFFERENTIAL_PRIVACY OPTIONS(...)`` clause and the
+    per-aggregate ``contribution_bounds_per_group/_per_row`` stay in the history and the replay key.
+
     >>> normalise_sql("select  Sex AS N, count(*)  -- hi\\n FROM people group by sex")
     ('SELECT sex AS n, COUNT(*) FROM people GROUP BY sex', ('N', '*'))
+    >>> normalise_sql("select with differential_privacy options(epsilon=1) sum(x, contribution_bounds_per_row=>(0,5)) from t")[0]
+    'SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) SUM(x, contribution_bounds_per_row => (0, 5)) FROM t'
     """
-    from .parse import parse
+    from .parse import DIALECT, parse
 
     statement = parse(sql)
     try:
-        text = statement.sql(dialect="duckdb", normalize=True, comments=False)
+        text = statement.sql(dialect=DIALECT, normalize=True, comments=False)
     except Exception:  # noqa: BLE001 - a node the generator cannot print: match the text exactly
         text = " ".join(sql.split())
     names = tuple(e.alias_or_name for e in getattr(statement, "expressions", None) or ())
@@ -241,7 +246,10 @@ def plan_summary(plan) -> str:
     text = (f"{plan.table.name}: sequential over {len(plan.measurements)} measurement(s) "
             f"[{measurements}]")
     if plan.group_keys:
-        text += f"; parallel over {plan.partitions} partition(s), each unit in <= {plan.max_groups}"
+        # Private keys: how many groups partition selection releases is not known before the run.
+        groups = ("the groups released by partition selection" if plan.partitions is None
+                  else f"{plan.partitions} partition(s)")
+        text += f"; parallel over {groups}, each unit in <= {plan.max_groups}"
     return text
 
 

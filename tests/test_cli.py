@@ -1,10 +1,12 @@
 """End-to-end tests of the ``dpsql`` command line (design.md: CLI, exit codes, output formats)."""
 from __future__ import annotations
 
+import copy
 import csv
 import decimal
 import io
 import json
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -124,6 +126,40 @@ def test_explain_reads_stdin(runner, files):
     result = invoke(runner, "explain", "-", *files, input=COUNT_BY_SEX)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip()
+
+
+def _default_ledger(files) -> Path:
+    return Path(files[1] + ".dpsql-ledger.sqlite")
+
+
+@pytest.mark.parametrize("kind", ["foreign", "corrupt"])
+def test_explain_needs_no_ledger_even_when_the_default_one_is_unusable(runner, files, kind):
+    ledger = _default_ledger(files)
+    if kind == "foreign":   # another policy's ledger beside the database
+        other = copy.deepcopy(POLICY)
+        other["budget"]["epsilon"] = 99.0
+        dpsql.connect(files[1], policy=other).sql("SELECT COUNT(*) AS n FROM people").fetchall()
+    else:
+        ledger.write_bytes(b"not a ledger" * 100)
+    before = ledger.read_bytes()
+    refused = invoke(runner, "query", COUNT_BY_SEX, *files)
+    assert refused.exit_code == 2 and ("error[DP404]" if kind == "foreign" else "error[DP406]") in refused.stderr
+    for extra in ([], ["--ledger", str(ledger)]):
+        result = invoke(runner, "explain", COUNT_BY_SEX, *files, *extra)
+        assert result.exit_code == 0, result.stderr
+        assert "rewritten SQL" in result.stdout
+    assert ledger.read_bytes() == before
+
+
+def test_explain_creates_no_ledger_file(runner, files, tmp_path):
+    before = sorted(p.name for p in tmp_path.iterdir())
+    named = tmp_path / "budget.sqlite"
+    for extra in ([], ["--ledger", str(named)]):
+        result = invoke(runner, "explain", COUNT_BY_SEX, *files, *extra)
+        assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert not _default_ledger(files).exists() and not named.exists()
+    assert "--ledger" in invoke(runner, "explain", "--help").stdout
 
 
 # --- refusals: exit 2, the formatted error on stderr, nothing on stdout --------------------------
@@ -272,6 +308,13 @@ def test_explain_prints_str_of_plan(runner, files, fake):
     assert result.exit_code == 0
     assert result.stdout == "PLAN TEXT\n"
     assert [c[0] for c in fake] == ["connect", "explain"]
+
+
+def test_explain_connects_with_an_in_memory_ledger_and_ignores_ledger(runner, files, fake, tmp_path):
+    result = invoke(runner, "explain", "SELECT 1", *files, "--ledger", str(tmp_path / "l.sqlite"))
+    assert result.exit_code == 0, result.stderr
+    (_, _, _, kwargs), _ = fake
+    assert kwargs == {"ledger": ":memory:"}
 
 
 def test_json_converts_decimal_and_numpy_and_keeps_numbers(runner, files, fake):

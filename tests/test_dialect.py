@@ -3,7 +3,10 @@ options are enforced by the rewrite, within the policy's total budget."""
 from pathlib import Path
 
 import pytest
+import sqlglot
+from sqlglot import exp
 
+from dpsql.dialect import DP_AGGREGATES, Dpsql
 from dpsql.errors import InvalidParameter
 
 from conftest import refusal
@@ -64,6 +67,49 @@ def test_the_clause_is_per_select_and_parses_with_a_where_and_subexpressions(db)
     sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5) state, COUNT(*) FROM people "
            "WHERE age IN (1, 2, 3) AND (income > 5) GROUP BY state")
     assert db.explain(sql).epsilon == 0.5
+
+
+@pytest.mark.parametrize("name", DP_AGGREGATES)
+def test_named_bounds_reach_the_meta_of_every_dp_aggregate(name):
+    args = "x, 0.5" if name in ("QUANTILE_CONT", "PERCENTILE_CONT") else "x"
+    node = sqlglot.parse_one(f"SELECT {name}({args}, contribution_bounds_per_row => (0, 10)) FROM t",
+                             read=Dpsql).expressions[0]
+    assert isinstance(node, exp.AggFunc), repr(node)
+    ((bound, value),) = node.meta["named_args"]
+    assert (bound, value.sql()) == ("contribution_bounds_per_row", "(0, 10)")
+
+
+ROUND_TRIPS = [
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-07, max_groups_contributed = 1, "
+    "privacy_unit_column = person_id) clinic, AVG(cost, contribution_bounds_per_group => (0, 40)) AS average_cost, "
+    "COUNT(*, contribution_bounds_per_group => (0, 5)) AS visits FROM visits GROUP BY clinic",
+    "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM people",
+    "SELECT QUANTILE_CONT(age, 0.5, contribution_bounds_per_row => (0, 10)), "
+    "MEDIAN(income, contribution_bounds_per_row => (-1.5, 2)) FROM people",
+    "SELECT STDDEV_POP(age, contribution_bounds_per_row => (0, 10)) / 2 AS s FROM people WHERE age > 3",
+    "WITH a AS (SELECT age FROM people) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5) "
+    "SUM(age, contribution_bounds_per_row => (0, 1)) FROM a",
+    "SELECT COUNT(*) FROM (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-06) age FROM people) AS p",
+]
+
+
+@pytest.mark.parametrize("sql", ROUND_TRIPS)
+def test_the_dp_clause_and_bounds_round_trip_through_the_generator(sql):
+    tree = sqlglot.parse_one(sql, read=Dpsql)
+    assert tree.sql(dialect=Dpsql) == sql
+    again = sqlglot.parse_one(tree.sql(dialect=Dpsql, pretty=True), read=Dpsql)
+    assert again == tree and again.sql(dialect=Dpsql) == sql
+
+
+def test_the_generator_keeps_comments_after_the_bounds():
+    sql = "SELECT SUM(age, contribution_bounds_per_row => (0, 1)) /* why */ FROM people"
+    assert sqlglot.parse_one(sql, read=Dpsql).sql(dialect=Dpsql) == sql
+
+
+def test_the_rewrite_never_prints_bounds_for_duckdb():
+    # The rewritten SQL is printed as plain DuckDB: the bounds are the plan's, not DuckDB arguments.
+    tree = sqlglot.parse_one(ROUND_TRIPS[0], read=Dpsql)
+    assert "=>" not in tree.sql(dialect="duckdb") and "DIFFERENTIAL_PRIVACY" not in tree.sql(dialect="duckdb")
 
 
 # Malformed options and bounds: grammar/reject/*dp308*, *dp309*, *dp310*.

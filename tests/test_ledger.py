@@ -230,6 +230,38 @@ def test_group_by_is_charged_once_and_aggregates_compose_sequentially(files):
     assert db.budget.spent_epsilon == 0.5, "across queries epsilons add"
 
 
+def test_private_group_keys_are_summarised_as_partition_selection(files, tmp_path):
+    db_path, _, ledger = files
+    private = json.loads(json.dumps(POLICY))
+    del private["tables"]["people"]["columns"]["state"]["keys"]
+    policy = tmp_path / "private.yaml"
+    policy.write_text(yaml.safe_dump(private))
+    db = dpsql.connect(db_path, policy=str(policy), ledger=ledger)
+    res = db.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon=0.5, delta=1e-7)
+    assert res.plan.partitions is None, "private keys: the number of groups is not known"
+    (charge,) = db.budget.history
+    assert "parallel over the groups released by partition selection, each unit in <= 2" in charge.plan
+    shown = CliRunner().invoke(cli.main, ["budget", "--policy", str(policy), "--ledger", ledger])
+    assert shown.exit_code == 0, shown.stderr
+    assert "partition selection" in shown.stdout and "None" not in shown.stdout
+
+
+def test_history_keeps_the_dp_options_and_the_bounds(files):
+    db_path, policy, ledger = files
+    db = dpsql.connect(db_path, policy=policy, ledger=ledger)
+    sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.1, max_groups_contributed = 1) state, "
+           "SUM(income, contribution_bounds_per_group => (0, 500)) AS total FROM people GROUP BY state")
+    db.sql(sql)
+    (charge,) = db.budget.history
+    assert charge.sql == sql
+    shown = CliRunner().invoke(cli.main, ["budget", "--policy", policy, "--ledger", ledger])
+    assert "OPTIONS(epsilon = 0.1, max_groups_contributed = 1)" in shown.stdout
+    assert "contribution_bounds_per_group => (0, 500)" in shown.stdout
+    # Queries that differ only in their bounds or options are different queries.
+    assert ledgers.normalise_sql(sql) != ledgers.normalise_sql(sql.replace("(0, 500)", "(0, 50)"))
+    assert ledgers.normalise_sql(sql) != ledgers.normalise_sql(sql.replace("= 1)", "= 2)"))
+
+
 # --- repeated queries ----------------------------------------------------------------------------
 
 def test_an_identical_query_gets_the_same_answer_for_free(files):

@@ -195,6 +195,20 @@ def test_noisy_node_counts_are_discrete_laplace_with_scale_D_over_epsilon():
     assert chi_squared_p(draws, TREE_DEPTH / 0.5) > 0.001
 
 
+@pytest.mark.parametrize("call", ["QUANTILE_CONT(x, 0.5{b})", "PERCENTILE_CONT(x, 0.5{b})", "MEDIAN(x{b})"])
+def test_per_row_bounds_make_a_column_without_policy_bounds_usable(call):
+    """The query's bounds reach every quantile (QUANTILE_CONT once dropped them: DP302)."""
+    con = duckdb.connect(config={"threads": 1})
+    con.execute("CREATE TABLE t AS SELECT (range % 20)::DOUBLE AS x FROM range(500)")
+    policy = {"budget": {"epsilon": 100}, "tables": {"t": {"privacy_unit": "row", "columns": {"x": {}}}}}
+    db = dpsql.connect(con, ledger=":memory:", policy=policy, rng=np.random.default_rng(4))
+    sql = f"SELECT {call.format(b=', contribution_bounds_per_row => (0, 10)')} FROM t"
+    assert "clamp to [0, 10]" in str(db.explain(sql))
+    ((value,),) = db.sql(sql).fetchall()
+    assert 0 <= value <= 10
+    assert refusal(db, f"SELECT {call.format(b='')} FROM t").code == "DP302", "no bounds at all"
+
+
 @pytest.mark.parametrize("sql, code", [
     ("SELECT QUANTILE_CONT(age, 1.5) FROM people", "DP312"),
     ("SELECT QUANTILE_CONT(age, -0.1) FROM people", "DP312"),
