@@ -71,6 +71,7 @@ class DpsqlError(Exception):
 class SqlSyntaxError(DpsqlError):
     """The SQL does not parse (DP100)."""
     code = "DP100"
+    default_rule = "parses"
 
 
 class UnsupportedConstruct(DpsqlError):

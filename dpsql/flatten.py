@@ -20,7 +20,7 @@ MAX_DEPTH = 16
 
 
 def _refuse(code: str, message: str, node, sql: str, hint: str = "") -> UnsupportedConstruct:
-    start, end = span(node)
+    start, end = span(node, sql)
     err = UnsupportedConstruct(code, message, hint=hint, sql=sql, start=start, end=end)
     err.rule = "flatten_subqueries"
     return err

@@ -75,7 +75,7 @@ class Scope:
 
     def refuse(self, code: str, message: str, node: exp.Expression | None, hint: str = "",
                cls=UnsupportedConstruct, rule: str | None = None):
-        start, end = span(node)
+        start, end = span(node, self.sql)
         err = cls(code, message, hint=hint, sql=self.sql, start=start, end=end)
         err.rule = rule
         return err

@@ -1,3 +1,3 @@
 -- expect: DP303
--- caret: MEDIAN(DISTINCT age
+-- caret: MEDIAN(DISTINCT age)
 SELECT MEDIAN(DISTINCT age) FROM people

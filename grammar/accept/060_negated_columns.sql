@@ -1,0 +1,1 @@
+SELECT SUM(-age), AVG(-age), COUNT(-age) FROM people

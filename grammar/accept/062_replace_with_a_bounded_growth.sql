@@ -1,0 +1,1 @@
+SELECT COUNT(*) FROM people WHERE replace(zip, '0', 'ab') LIKE '%ab%'
