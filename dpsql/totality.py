@@ -247,6 +247,8 @@ def _length(node: exp.Expression | None, types: Types, seen: list) -> tuple[floa
         return (sum(p[0] for p in parts), sum(p[1] for p in parts))
     if isinstance(node, (exp.Lower, exp.Upper)):
         return (parts[0][0] * CASE_GROWTH, parts[0][1] * CASE_GROWTH)
+    if isinstance(node, (exp.Substring, exp.Left, exp.Right, exp.Trim)):
+        return parts[0]   # a part of its first argument
     # Substrings, trims and choices: no longer than the longest of their inputs.
     return (max((p[0] for p in parts), default=0.0), max((p[1] for p in parts), default=0.0))
 

@@ -1,0 +1,158 @@
+"""Totality by construction (dpsql/totality.py): what runs bare cannot fail on any row, what can
+fail runs under TRY() and TRY() catches it, strings cannot grow without bound, and literals never
+drag a column into a DECIMAL that overflows."""
+import itertools
+
+import duckdb
+import pytest
+import sqlglot
+
+import dpsql
+from dpsql.dialect import Dpsql
+from dpsql.totality import fold, is_total, string_length, string_too_long
+
+TYPES = {
+    "ti": "TINYINT", "si": "SMALLINT", "i": "INTEGER", "bi": "BIGINT", "hi": "HUGEINT", "uti": "UTINYINT",
+    "ubi": "UBIGINT", "uhi": "UHUGEINT", "de": "DECIMAL(18,3)", "f": "FLOAT", "d": "DOUBLE", "s": "VARCHAR",
+    "b": "BOOLEAN", "dt": "DATE", "ts": "TIMESTAMP",
+}
+# Each row holds the extremes of every type: minimum, maximum, NaN, infinities, huge and empty
+# strings, the edges of the calendar, NULL.
+ROWS = [
+    "(-128, -32768, -2147483648, -9223372036854775808, -170141183460469231731687303715884105727, 0, 0, 0, "
+    "-999999999999999.999, '-inf', 'nan', '', false, '-5877641-06-25', '-290308-12-22 00:00:00')",
+    "(127, 32767, 2147483647, 9223372036854775807, 170141183460469231731687303715884105727, 255, "
+    "18446744073709551615, 340282366920938463463374607431768211455, 999999999999999.999, 'inf', 1e308, "
+    "repeat('ß\u0301x', 30000), true, '5881580-07-10', '294247-01-10 04:00:54')",
+    "(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1e308, '\\', NULL, 'infinity', '-infinity')",
+    "(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+]
+
+
+@pytest.fixture(scope="module")
+def con():
+    c = duckdb.connect()
+    c.execute(f"CREATE TABLE t ({', '.join(f'{name} {t}' for name, t in TYPES.items())})")
+    for row in ROWS:
+        c.execute(f"INSERT INTO t VALUES {row}")
+    return c
+
+
+def parse(text):
+    return sqlglot.parse_one(text, read=Dpsql)
+
+
+def runs_on_every_row(con, text, wrap_try):
+    """Evaluate on every adversarial row; binder errors (free refusals, data-independent) skip."""
+    node = fold(parse(text))
+    expression = f"TRY({node.sql('duckdb')})" if wrap_try else node.sql("duckdb")
+    try:
+        relation = con.sql(f"SELECT {expression} FROM t")
+    except duckdb.Error:
+        return None   # refused while binding: the same for every database
+    relation.fetchall()
+    return True
+
+
+COLUMNS = list(TYPES)
+LITERALS = ["0", "1", "-1", "0.5", "0.0000000000000000000000000000000001", "1e300", "-1e300",
+            "99999999999999999999", "-9223372036854775808", "'x'", "''", "TRUE", "NULL"]
+COMPARISONS = ["=", "<>", "<", ">=", "<=", ">"]
+
+
+def total_candidates():
+    for c, op, lit in itertools.product(COLUMNS, COMPARISONS, LITERALS):
+        yield f"{c} {op} {lit}"
+    for a, b in itertools.combinations(COLUMNS, 2):
+        yield f"{a} < {b}"
+    for c in COLUMNS:
+        yield f"{c} IN (1, 300, -129, 0.5, 1e300)"
+        yield f"{c} BETWEEN -1 AND 0.5"
+        yield f"{c} IS NULL"
+        yield f"NOT {c}"
+        yield f"{c} AND TRUE"
+        yield f"-{c}"
+        yield f"{c} LIKE 'x%\\'"
+
+
+@pytest.mark.parametrize("text", list(total_candidates()))
+def test_what_is_called_total_never_raises(con, text):
+    """Anything is_total accepts runs bare on the extremes of every type without an error."""
+    if is_total(parse(text), TYPES.get):
+        runs_on_every_row(con, text, wrap_try=False)
+
+
+FUNCTIONS = [
+    "abs({n})", "sign({n})", "round({n})", "round({n}, 2)", "floor({n})", "ceil({n})", "sqrt({n})", "ln({n})",
+    "log10({n})", "exp({n})", "pow({n}, {n})", "{n} + {n}", "{n} - {n}", "{n} * {n}", "{n} / {n}", "{n} // {n}",
+    "{n} % {n}", "-{n}", "greatest({n}, {n})", "least({n}, {n})", "coalesce({n}, 1)", "nullif({n}, 0)",
+    "CASE WHEN {n} > 0 THEN {n} ELSE -{n} END", "if({n} > 0, 1, 0)", "CAST({n} AS TINYINT)", "CAST({n} AS INTEGER)",
+    "CAST({n} AS BIGINT)", "CAST({n} AS HUGEINT)", "CAST({n} AS UBIGINT)", "CAST({n} AS DOUBLE)",
+    "CAST({n} AS DECIMAL)", "CAST({n} AS VARCHAR)", "CAST({n} AS DATE)", "CAST({n} AS BOOLEAN)",
+    "TRY_CAST({n} AS TINYINT)", "lower({n})", "upper({n})", "length({n})", "trim({n})", "substring({n}, 2, 3)",
+    "concat({n}, 'x')", "{n} || 'x'", "starts_with({n}, 'x')", "contains({n}, 'x')", "left({n}, -2)",
+    "right({n}, 3)", "replace({n}, 'x', 'yy')", "year({n})", "month({n})", "day({n})", "quarter({n})",
+    "dayofweek({n})", "dayofyear({n})", "extract(year FROM {n})", "date_trunc('month', {n})",
+    "isnan({n})", "isinf({n})", "regexp_matches({n}, '(a|b)+')", "regexp_matches({n}, '(')",
+    "{n} LIKE '%x_'", "{n} ILIKE 'SS%'", "CAST({n} AS DATE) + 1", "CAST({n} AS TIMESTAMP)",
+]
+
+
+@pytest.mark.parametrize("template", FUNCTIONS)
+def test_every_allowed_function_fails_only_in_ways_try_catches(con, template):
+    """Under TRY(), every allowlisted function and operator, given the extremes of every type, either
+    binds and runs on every row, or is refused while binding (before anything is spent)."""
+    ran = [runs_on_every_row(con, template.format(n=c), wrap_try=True) for c in COLUMNS]
+    assert any(ran), f"{template} never binds: the test does not exercise it"
+
+
+def test_try_does_not_catch_everything(con):
+    """Why the allowlist matters: a LIKE pattern ending in its ESCAPE character fails at run time,
+    under TRY() too, and only when a row reaches it (so ESCAPE is not in the dialect)."""
+    with pytest.raises(duckdb.Error):
+        con.sql("SELECT TRY(s LIKE '\\' ESCAPE '\\') FROM t").fetchall()
+    assert con.sql("SELECT TRY(s LIKE '\\' ESCAPE '\\') FROM t WHERE false").fetchall() == []
+
+
+def test_decimal_literals_become_doubles():
+    """0.5 would be a DECIMAL in DuckDB, and a BIGINT column compared with it is cast to a DECIMAL
+    that a large value overflows; as a DOUBLE it cannot."""
+    assert fold(parse("bi > 0.0000000000000000000000000000000001 AND d < 1.5 AND i = 3")).sql() == \
+        "bi > 0.0000000000000000000000000000000001e0 AND d < 1.5e0 AND i = 3"
+
+
+def test_the_classifier_knows_what_can_fail():
+    total = ["bi > 0.5", "ti = 1000", "s = 'x'", "b = TRUE", "ubi > -1", "d IN (1, 2.5)", "s LIKE 'a%'",
+             "NOT b", "bi IS NULL", "ti < ubi"]
+    partial = ["de > 1", "uhi > -1", "-ti > 0", "ti + 1 > 0", "s = 5", "dt > '2020-01-01'", "NOT ti",
+               "dt < ts", "bi > 99999999999999999999", "s LIKE s"]
+    assert all(is_total(parse(t), TYPES.get) for t in total)
+    assert not any(is_total(parse(t), TYPES.get) for t in partial)
+
+
+@pytest.mark.parametrize("text, bound", [
+    ("s", (1, 0)), ("'abc'", (0, 3)), ("s || s || 'x'", (2, 1)), ("upper(s)", (2, 0)),
+    ("replace(s, 'a', 'bbb')", (3, 0)), ("replace(replace(s, 'ab', 'c'), 'c', 'dd')", (2, 0)),
+    ("left(s, 2)", (1, 0)), ("CAST(bi AS VARCHAR)", (0, 64)), ("length(s)", (0, 64)),
+])
+def test_string_length_bounds(text, bound):
+    assert string_length(parse(text), TYPES.get) == bound
+
+
+@pytest.mark.parametrize("text", [
+    "replace(replace(s, 'a', 'aaaaaaaaaa'), 'a', 'aaaaaaaaaa')",
+    "length(replace(replace(s, 'a', 'aaaaaaaaaa'), 'a', 'aaaaaaaaaa')) > 1",   # only its length is used
+    "replace(s, s, 'x')", "replace(s, '', 'x')", "replace(s, 'a', s)",
+])
+def test_strings_that_could_blow_up_are_refused(text):
+    assert string_too_long(parse(text), TYPES.get) is not None
+
+
+def test_nested_replace_is_refused_before_it_can_exhaust_memory(db):
+    """The attack: memory (and time) that only explodes on the database where a row holds the
+    matched character. The query is refused for free, with DP313 and a caret on the REPLACE."""
+    sql = ("SELECT COUNT(*) FROM people WHERE length(" + "replace(" * 8 + "zip" +
+           ", '0', '00000000000000000000')" * 8 + ") > 1")
+    err = pytest.raises(dpsql.DpsqlError, db.sql, sql).value
+    assert err.code == "DP313" and err.rule == "bounded_strings"
+    assert sql[err.start:err.end + 1].lower().startswith("replace(")
