@@ -603,7 +603,7 @@ def final_select(plan: Plan) -> exp.Select:
         # On released values only, but it may still compare a key with a number: never an error.
         condition = plan.having.copy().transform(
             lambda n: col(n.name) if isinstance(n, exp.Column) and n.name in slots else n)
-        query = query.where(exp.Anonymous(this="TRY", expressions=[condition]))
+        query = query.where(exp.Anonymous(this="TRY", expressions=[cast(condition, "BOOLEAN")]))
     if plan.order:
         query = query.order_by(*[exp.Ordered(this=col(slot), desc=desc, nulls_first=False)
                                  for slot, desc in plan.order])

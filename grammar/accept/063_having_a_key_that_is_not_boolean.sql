@@ -1,0 +1,1 @@
+SELECT sex, COUNT(*) AS n FROM people GROUP BY sex HAVING sex
