@@ -372,8 +372,8 @@ def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp
     keys = [col(k) for k in key_names(plan)]
     C, L = plan.max_rows, plan.max_groups
     projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in plan.measurements]
-    sampling = needs_partition_sampling(plan)
-    if sampling:
+    sampled = needs_partition_sampling(plan)
+    if sampled:
         # Materialise the random key first: DuckDB refuses volatile expressions in a window's ORDER BY.
         if sampling == "hash":
             rank_key = exp.Mod(this=fn("HASH", col("__unit"), *[k.copy() for k in keys]), expression=num(2 ** 53))
@@ -382,7 +382,7 @@ def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp
         projections.append(alias(rank_key, "__r"))
     units = select(*projections, source="__rows", group=[col("__unit"), *[k.copy() for k in keys]])
     ctes = [("__units", units)]
-    if sampling:
+    if sampled:
         rank = exp.Window(this=exp.RowNumber(), partition_by=[col("__unit")],
                           order=exp.Order(expressions=[exp.Ordered(this=col("__r"))]))
         bounded = exp.select(exp.Star()).from_("__units").qualify(exp.LTE(this=rank, expression=num(L)))

@@ -156,3 +156,13 @@ def test_nested_replace_is_refused_before_it_can_exhaust_memory(db):
     err = pytest.raises(dpsql.DpsqlError, db.sql, sql).value
     assert err.code == "DP313" and err.rule == "bounded_strings"
     assert sql[err.start:err.end + 1].lower().startswith("replace(")
+
+
+def test_the_test_seam_couples_the_choice_of_partitions(db):
+    """dpsql.testing ranks a unit's partitions by a hash of (unit, key), so two runs, and two
+    neighbouring databases, choose the same L partitions for every other unit; db.sql draws them."""
+    from dpsql import testing
+    sql = "SELECT clinic, SUM(cost) FROM visits GROUP BY clinic"   # 3 clinics, L = 2: sampled
+    assert "HASH(" in testing.lower(db, sql).rewritten_sql
+    assert "RANDOM()" in db.explain(sql).rewritten_sql and "HASH(" not in db.explain(sql).rewritten_sql
+    assert testing.run(db, sql).rows == testing.run(db, sql).rows
