@@ -20,8 +20,9 @@ from typing import Callable
 
 from sqlglot import exp
 
+from .totality import INTEGER_TYPES, NUMBERS
+
 Interval = tuple[float, float]
-INTEGER_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINT", "UBIGINT"}
 
 
 def _hull(parts: list[Interval | None]) -> Interval | None:
@@ -100,9 +101,17 @@ def _interval(node: exp.Expression, bounds) -> Interval | None:
         return None if a is None else (math.floor(a[0]), math.ceil(a[1]))
     if isinstance(node, (exp.Cast, exp.TryCast)):
         a = _interval(node.this, bounds)
-        target = node.to.this.name if hasattr(node.to.this, "name") else str(node.to.this)
-        if a is None or target.upper() not in INTEGER_TYPES | {"DOUBLE", "FLOAT", "DECIMAL"}:
+        target = node.to.sql(dialect="duckdb").upper()
+        base = target.split("(")[0].strip()
+        if a is None or base not in NUMBERS:
             return None
-        # An integer cast rounds: it can move a value by up to one half in either direction.
-        return (math.floor(a[0]), math.ceil(a[1])) if target.upper() in INTEGER_TYPES else a
+        if base in INTEGER_TYPES:
+            # An integer cast rounds: it can move a value by up to one half in either direction.
+            return (math.floor(a[0]), math.ceil(a[1]))
+        if base in ("DECIMAL", "NUMERIC"):
+            # Rounded to its scale (DuckDB's default DECIMAL is (18, 3)): by at most half a last digit.
+            params = [int(p.name) for p in node.to.expressions if p.name.isdigit()]
+            half = 0.5 * 10.0 ** -(params[1] if len(params) > 1 else 3)
+            return (a[0] - half, a[1] + half)
+        return a
     return None

@@ -24,6 +24,9 @@ user expression is typed at plan time:
 """
 from __future__ import annotations
 
+import math
+import re
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Callable
 
 from sqlglot import exp
@@ -34,11 +37,13 @@ Types = Callable[[str], "str | None"]   # column name -> DuckDB type (None: unkn
 # Integer and float types whose comparisons with each other and with plain literals never raise
 # (checked in DuckDB 2.0). DECIMAL (cast to a common DECIMAL that can overflow) and UHUGEINT
 # (cast to signed types) are numbers too, but their comparisons run under TRY().
-SAFE_NUMBERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-                "UBIGINT", "FLOAT", "DOUBLE", "REAL",
-                # spellings a CAST may use for the same types
-                "INT", "INT1", "INT2", "INT4", "INT8", "INT128", "SHORT", "LONG", "SIGNED", "UINT", "UINT8", "UINT16",
-                "UINT32", "UINT64", "FLOAT4", "FLOAT8", "DOUBLE PRECISION"}
+INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                 "UBIGINT",
+                 # other spellings of the same types (sqlglot prints HUGEINT as INT128)
+                 "INT", "INT1", "INT2", "INT4", "INT8", "INT128", "SHORT", "LONG", "SIGNED", "UINT", "UINT8",
+                 "UINT16", "UINT32", "UINT64"}
+FLOAT_TYPES = {"FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8", "DOUBLE PRECISION"}
+SAFE_NUMBERS = INTEGER_TYPES | FLOAT_TYPES
 NUMBERS = SAFE_NUMBERS | {"DECIMAL", "NUMERIC", "UHUGEINT", "UINT128"}
 TEMPORALS = {"DATE", "TIME", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
              "TIMESTAMPTZ", "INTERVAL"}
@@ -52,6 +57,40 @@ MAX_STRING_CONSTANT = 1 << 20   # ... plus this many characters
 CAST_TEXT = 64
 # UTF-8 case mapping can lengthen a string (e.g. U+023F to U+2C7E: 2 to 3 bytes).
 CASE_GROWTH = 2
+
+
+# The range of each integer type, by its DuckDB name.
+INTEGER_RANGES = {"TINYINT": (-2 ** 7, 2 ** 7 - 1), "SMALLINT": (-2 ** 15, 2 ** 15 - 1),
+                  "INTEGER": (-2 ** 31, 2 ** 31 - 1), "BIGINT": (-2 ** 63, 2 ** 63 - 1),
+                  "HUGEINT": (-2 ** 127 + 1, 2 ** 127 - 1), "UTINYINT": (0, 2 ** 8 - 1), "USMALLINT": (0, 2 ** 16 - 1),
+                  "UINTEGER": (0, 2 ** 32 - 1), "UBIGINT": (0, 2 ** 64 - 1), "UHUGEINT": (0, 2 ** 128 - 1)}
+
+
+def type_bounds(sql_type: str | None, lower: float, upper: float) -> tuple[str, str] | None:
+    """[lower, upper] narrowed to values of ``sql_type`` (integers inward, DECIMAL(p, s) to its scale
+    inward, within its range) as literal texts that cast to it exactly; None: not a type that can
+    hold them (then clamping happens in DOUBLE).
+
+    >>> type_bounds("TINYINT", -1000, 99.5), type_bounds("DECIMAL(5,2)", 0, 1e9), type_bounds("DOUBLE", 0, 1)
+    (('-128', '99'), ('0.00', '999.99'), None)
+    """
+    base = base_type(sql_type)
+    if base in INTEGER_RANGES:
+        tmin, tmax = INTEGER_RANGES[base]
+        lo, hi = max(math.ceil(lower), tmin), min(math.floor(upper), tmax)
+        return (str(lo), str(hi)) if lo <= hi else None
+    if base in ("DECIMAL", "NUMERIC"):
+        digits = [int(d) for d in re.findall(r"\d+", sql_type)] or [18, 3]
+        precision, scale = (digits + [0])[:2]
+        unit = Decimal(1).scaleb(-scale)
+        largest = Decimal(10) ** (precision - scale) - unit
+        try:
+            lo = max(Decimal(repr(float(lower))).quantize(unit, rounding=ROUND_CEILING), -largest)
+            hi = min(Decimal(repr(float(upper))).quantize(unit, rounding=ROUND_FLOOR), largest)
+        except ArithmeticError:   # more digits than a decimal context holds: far outside the type
+            return None
+        return (str(lo), str(hi)) if lo <= hi else None
+    return None
 
 
 def base_type(sql_type: str | None) -> str | None:
@@ -201,10 +240,14 @@ def is_total(node: exp.Expression | None, types: Types) -> bool:
 
 
 def fold(node: exp.Expression) -> exp.Expression:
-    """Non-integer number literals as DOUBLE (``0.5e0``): never a DECIMAL a column is cast to (in place)."""
+    """Non-integer number literals compared with something, as DOUBLE (``0.5e0``): never a DECIMAL
+    the other operand is cast to (in place). Elsewhere (``age + 0.5``, under TRY()) a literal keeps
+    DuckDB's DECIMAL semantics (``CAST(2.5 AS INT)`` is 3; as a DOUBLE it would be 2)."""
     for literal in list(node.find_all(exp.Literal)):
         text = literal.this
-        if not literal.is_string and not text.isdigit() and "e" not in text.lower():
+        parent = literal.parent.parent if isinstance(literal.parent, exp.Neg) else literal.parent
+        if not literal.is_string and not text.isdigit() and "e" not in text.lower() and \
+                isinstance(parent, (*COMPARISONS, exp.Between, exp.In)):
             literal.set("this", f"{text}e0")
     return node
 

@@ -47,15 +47,17 @@ SCALAR_NODES = (
     exp.DayOfWeek, exp.DayOfYear, exp.Extract, exp.Var, exp.TimestampTrunc, exp.DateTrunc, exp.IsNan,
     exp.IsInf, exp.RegexpLike,  # DuckDB's regexes are RE2: linear time, no catastrophic backtracking
 )
-CAST_TYPES = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "HUGEINT", "FLOAT", "DOUBLE",
-              "DECIMAL", "VARCHAR", "TEXT", "CHAR", "DATE", "TIMESTAMP", "TIME", "UTINYINT",
-              "USMALLINT", "UINT", "UBIGINT"}
+# Types a CAST may name, as sqlglot prints them for DuckDB (HUGEINT is INT128, VARCHAR is TEXT).
+CAST_TYPES = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "INT128", "HUGEINT", "REAL", "FLOAT", "DOUBLE",
+              "DECIMAL", "TEXT", "VARCHAR", "CHAR", "DATE", "TIMESTAMP", "TIME", "UTINYINT", "USMALLINT", "UINTEGER",
+              "UBIGINT"}
 # Every node type a query may contain; anything else is refused (DP102/DP103/DP204/DP303).
 ALLOWED_NODES = (
     exp.Select, exp.From, exp.Table, exp.TableAlias, exp.Identifier, exp.Column, exp.Star,
     exp.Where, exp.Group, exp.Having, exp.Order, exp.Ordered, exp.Limit, exp.Offset, exp.Alias,
     exp.And, exp.Or, exp.Not, exp.Paren, exp.In, exp.Between, exp.Is, exp.Null, exp.Literal,
     exp.Boolean, exp.Neg, exp.Distinct, *COMPARISONS, *AGGREGATES, *SCALAR_NODES,
+    exp.DataTypeParam,   # DECIMAL(p, s) in a CAST: checked by allowed_nodes
 )
 
 
@@ -128,9 +130,13 @@ def allowed_nodes(select: exp.Select, scope: Scope) -> None:
         if not node.alias.strip():
             raise scope.refuse("DP102", "an output name cannot be empty", node)
     for cast in select.find_all(exp.Cast, exp.TryCast):
-        target = cast.to.this.name if hasattr(cast.to.this, "name") else str(cast.to.this)
-        if cast.to.expressions or target.upper() not in CAST_TYPES:
-            raise scope.refuse("DP102", f"CAST to {cast.to.sql()} is not supported", cast)
+        target = cast.to.sql(dialect="duckdb").upper()
+        base = target.split("(")[0].strip()
+        params = [p.this for p in cast.to.expressions if isinstance(p, exp.DataTypeParam)]
+        decimal = base == "DECIMAL" and len(params) == len(cast.to.expressions) <= 2 and all(
+            isinstance(p, exp.Literal) and p.is_int for p in params) and all(int(p.this) <= 38 for p in params)
+        if base not in CAST_TYPES or (cast.to.expressions and not decimal):
+            raise scope.refuse("DP102", f"CAST to {cast.to.sql(dialect='duckdb')} is not supported", cast)
 
 
 def quantile_of(agg: exp.Expression) -> float:
