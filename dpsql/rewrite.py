@@ -216,17 +216,26 @@ def safe(node: exp.Expression, plan: Plan) -> exp.Expression:
 
 
 def user_where(plan: Plan) -> exp.Expression | None:
-    """The validated WHERE, under TRY() unless it cannot fail: a row where it fails (a function, or a
-    literal that does not cast to its column's type) is a row where it is NULL, excluded. Whether a
-    query fails must never depend on a row, or the failure itself would release it without noise."""
-    if plan.where is None:
-        return None
-    condition = quoted(plan.where)
-    types = column_types(plan)
+    """The validated WHERE, guarded: a row where it would fail (a function, or a literal that does not
+    cast to its column's type) is a row where it is NULL, excluded. Whether a query fails must never
+    depend on a row, or the failure itself would release it without noise."""
+    return None if plan.where is None else guarded(quoted(plan.where), column_types(plan))
+
+
+def guarded(condition: exp.Expression, types) -> exp.Expression:
+    """A condition that no row can make fail: AND/OR/NOT kept bare, each other part bare if it is
+    provably total (so DuckDB can push it into the scan: 100M rows, 0.38 s against 0.54 s under TRY),
+    else TRY(CAST(part AS BOOLEAN)), the cast inside (`age || 5` must not fail converting '105').
+    Guarding each part, not the whole, keeps what DuckDB's short-circuit gives: TRUE OR <error> is TRUE.
+    """
+    if isinstance(condition, exp.Paren):
+        return exp.Paren(this=guarded(condition.this, types))
+    if isinstance(condition, (exp.And, exp.Or)):
+        return type(condition)(this=guarded(condition.this, types), expression=guarded(condition.expression, types))
+    if isinstance(condition, exp.Not):
+        return exp.Not(this=guarded(condition.this, types))
     if is_total(condition, types) and family(condition, types) == BOOLEAN:
-        # TRY() would also stop DuckDB pushing the filter into the scan (100M rows: 0.54 s vs 0.38 s).
         return condition
-    # The cast to BOOLEAN sits inside TRY(): `WHERE age || 5` must not fail converting '105'.
     return exp.Anonymous(this="TRY", expressions=[cast(condition, "BOOLEAN")])
 
 
@@ -619,7 +628,7 @@ def final_select(plan: Plan) -> exp.Select:
         # On released values only, but it may still compare a key with a number: never an error.
         condition = plan.having.copy().transform(
             lambda n: col(n.name) if isinstance(n, exp.Column) and n.name in slots else n)
-        query = query.where(exp.Anonymous(this="TRY", expressions=[cast(condition, "BOOLEAN")]))
+        query = query.where(guarded(condition, lambda name: None))
     if plan.order:
         query = query.order_by(*[exp.Ordered(this=col(slot), desc=desc, nulls_first=False)
                                  for slot, desc in plan.order])

@@ -376,6 +376,9 @@ def test_null_groups_of_expressions(sides, sql):
 
 # Found by this test's fuzzing (beyond the attack's list), pinned:
 FOUND = [
+    # HAVING under one TRY(): the failing `'F' = n` made the whole condition NULL, where DuckDB's OR
+    # short-circuits to TRUE; each part is guarded on its own now (rewrite.guarded)
+    "SELECT COUNT(*) AS n, COUNT(*) AS m FROM people AS p HAVING COUNT(*) = n OR 'F' = n",
     # a unit with no value in a group (all NULL) adds the lower cap of a unit's sum, -C*B, not 0:
     # rewrite.saturate is LEAST(GREATEST(SUM(v), -cap), cap), and DuckDB's GREATEST skips a NULL
     "SELECT flag, SUM(TRY_CAST(u64 AS TINYINT)) AS s, AVG(TRY_CAST(u64 AS TINYINT)) AS a FROM visits GROUP BY flag",
