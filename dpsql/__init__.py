@@ -7,10 +7,10 @@
 >>> db.sql("SELECT flag, COUNT(*) AS n FROM people GROUP BY flag", epsilon=0.5).columns
 ['flag', 'n']
 """
-from .budget import Budget
-from .connection import PrivateConnection, Result, connect
-from .errors import BudgetExceeded, DpsqlError
-from .plan import Plan
+from dpsql.accounting.budget import Budget
+from dpsql.api.connection import PrivateConnection, Result, connect
+from dpsql.errors import BudgetExceeded, DpsqlError
+from dpsql.plan.build import Plan
 
 __all__ = ["connect", "PrivateConnection", "Result", "Plan", "Budget", "DpsqlError", "BudgetExceeded"]
 __version__ = "0.1.0"

@@ -17,8 +17,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from .errors import PolicyError
-from .sensitivity import MAX_BOUND
+from dpsql.errors import PolicyError
+from dpsql.plan.sensitivity import MAX_BOUND
 
 ROW = "row"
 

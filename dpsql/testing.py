@@ -28,8 +28,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .connection import PrivateConnection
-from .plan import Plan
+from dpsql.api.connection import PrivateConnection
+from dpsql.plan.build import Plan
 
 NOISE = ("identity", "zero")
 

@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 import dpsql
-from dpsql import cli
+from dpsql.cli import commands as cli
 from dpsql.errors import DpsqlError, PrivacyViolation
 
 POLICY = {

@@ -5,7 +5,7 @@ import duckdb
 import pytest
 import yaml
 
-from dpsql import demo
+from dpsql.cli import demo as demo
 
 ROWS = 2_000
 

@@ -6,7 +6,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from dpsql.dialect import DP_AGGREGATES, Dpsql
+from dpsql.frontend.dialect import DP_AGGREGATES, Dpsql
 from dpsql.errors import InvalidParameter
 
 from conftest import refusal

@@ -42,9 +42,9 @@ from hypothesis import strategies as st
 
 import dpsql
 from dpsql import testing
-from dpsql.flatten import flatten
-from dpsql.parse import parse
-from dpsql.sensitivity import TREE_LEAVES
+from dpsql.frontend.flatten import flatten
+from dpsql.frontend.parse import parse
+from dpsql.plan.sensitivity import TREE_LEAVES
 from test_fuzz import grammar_queries, mutated_queries
 from test_leaks import COMMON, LEAK_POLICY, attempt, make_base_database, typed_queries
 

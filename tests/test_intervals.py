@@ -8,7 +8,7 @@ import sqlglot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpsql.intervals import interval
+from dpsql.frontend.intervals import interval
 
 LITERALS = st.integers(-5, 5).map(str) | st.sampled_from(["0.5", "2.25", "-1.5"])
 

@@ -5,7 +5,7 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.schema import KEY_LITERALS_MAX
+from dpsql.engines.duckdb_schema import KEY_LITERALS_MAX
 
 from conftest import make_database
 

@@ -21,11 +21,12 @@ import yaml
 from click.testing import CliRunner
 
 import dpsql
-from dpsql import cli, ledger as ledgers
-from dpsql.budget import Cost
+from dpsql.cli import commands as cli
+from dpsql.accounting import ledger as ledgers
+from dpsql.accounting.budget import Cost
 from dpsql.policy import load_policy
 from dpsql.errors import BudgetExceeded, ExecutionError
-from dpsql.ledger import LedgerError
+from dpsql.accounting.ledger import LedgerError
 
 POLICY = {
     "version": 1,

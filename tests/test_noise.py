@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, strategies as st
 from scipy import stats
 
-from dpsql import noise
-from dpsql.noise import (
+from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.mechanisms.discrete_laplace import (
     GeneratorRandomSource, RandomSource, SystemRandomSource, as_random_source,
     discrete_laplace, discrete_laplace_bound, discrete_laplace_cdf_tail, discrete_laplace_pmf,
     dyadic_scale,

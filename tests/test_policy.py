@@ -8,7 +8,7 @@ import yaml
 import dpsql
 from dpsql.errors import PolicyError
 from dpsql.policy import load_policy
-from dpsql.schema import bind_schema
+from dpsql.engines.duckdb_schema import bind_schema
 
 from conftest import POLICY, make_database
 

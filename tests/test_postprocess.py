@@ -98,7 +98,7 @@ def test_variance_and_stddev_are_never_negative_nor_above_what_the_bounds_allow(
 def test_centred_avg_has_lower_error_than_sum_over_count_at_equal_epsilon(epsilon):
     """Over 3000 groups, dpsql's AVG (midpoint + centred sum / count) beats the textbook noisy SUM /
     noisy COUNT with the same budget split, simulated exactly (discrete Laplace on the same grid)."""
-    from dpsql import noise
+    from dpsql.mechanisms import discrete_laplace as noise
     db, exact = connection()
     res = db.sql("SELECT k, AVG(v) AS a FROM t GROUP BY k", epsilon=epsilon)
     dpsql_errors = np.array([a - exact[k][2] for k, a in res.fetchall()])

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import dpsql
-from dpsql import noise
-from dpsql.quantile import ALPHA
-from dpsql.sensitivity import TREE_BRANCHING, TREE_DEPTH
+from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.lower.quantile import ALPHA
+from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH
 from conftest import refusal
 from test_sensitivity import KEYS, ROW, VALUES, bounds, exact_sql, noiseless, plan_for
 from test_statistics import chi_squared_p

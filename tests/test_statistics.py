@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 import dpsql
-from dpsql import noise
+from dpsql.mechanisms import discrete_laplace as noise
 
 GROUPS = 3000
 

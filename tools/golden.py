@@ -10,8 +10,8 @@ tests/conftest.py (``make_database()``, ``POLICY``, a seeded rng, ``ledger=":mem
   by sqlglot, which is lossy: ``POW`` prints as ``POWER``, ``LIST`` as ``ARRAY_AGG``);
 * the rewritten SQL exactly as DuckDB runs it (``plan.rewritten_sql``), with a line break in place
   of each space that follows a ``,`` or ``)`` outside parentheses and quotes, and nothing else changed;
-* the replay-key ingredients: ``dpsql.ledger.normalise_sql(sql)`` and
-  ``dpsql.connection.plan_signature(plan)``;
+* the replay-key ingredients: ``dpsql.accounting.ledger.normalise_sql(sql)`` and
+  ``dpsql.api.connection.plan_signature(plan)``;
 * or, if dpsql refuses the query, its error (``err.format()``).
 
 Nothing is executed and no noise is drawn, so the files depend only on the code. Names that are
@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 
 import dpsql
-from dpsql.connection import plan_signature
-from dpsql.ledger import normalise_sql
+from dpsql.api.connection import plan_signature
+from dpsql.accounting.ledger import normalise_sql
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCEPT = ROOT / "grammar" / "accept"

@@ -1,7 +1,7 @@
 """GoogleSQL DP options, checked into typed values: the query's OPTIONS(...) and per-aggregate bounds.
 
 >>> import sqlglot
->>> from dpsql.dialect import Dpsql
+>>> from dpsql.frontend.dialect import Dpsql
 >>> q = sqlglot.parse_one("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=0.5, max_groups_contributed=3) COUNT(*) FROM t", read=Dpsql)
 >>> literal_options(q.meta["dp"], lambda code, msg, node: ValueError(msg))
 {'epsilon': 0.5, 'max_groups_contributed': 3}
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .sensitivity import MAX_BOUND
+from dpsql.plan.sensitivity import MAX_BOUND
 
 NUMERIC_OPTIONS = ("epsilon", "delta", "max_groups_contributed")
 OPTIONS = (*NUMERIC_OPTIONS, "privacy_unit_column")

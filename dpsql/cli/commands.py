@@ -203,7 +203,7 @@ def explain(sql, db_path, policy_path, epsilon, delta, ledger):
         dpsql explain "SELECT sex, SUM(income) AS total FROM people GROUP BY sex" \\
             --db people.duckdb --policy policy.yaml --epsilon 0.5
     """
-    from dpsql.ledger import MEMORY
+    from dpsql.accounting.ledger import MEMORY
 
     del ledger   # see its --help: a plan is never charged, so no ledger is read
     text = _read_sql(sql)
@@ -234,7 +234,7 @@ def budget(policy_path, ledger, db_path, fmt):
         dpsql budget --policy policy.yaml --db people.duckdb
         dpsql budget --policy policy.yaml --ledger budget.sqlite --format json
     """
-    from dpsql.ledger import Ledger, default_ledger_path
+    from dpsql.accounting.ledger import Ledger, default_ledger_path
     from dpsql.policy import load_policy
 
     if ledger is None and db_path is None:
@@ -271,7 +271,7 @@ def demo(directory, rows):
             "SELECT clinic, COUNT(*) AS n FROM visits GROUP BY clinic" \\
             --db ./dpsql-demo/demo.duckdb --policy ./dpsql-demo/policy.yaml
     """
-    from dpsql import demo as demo_module
+    from dpsql.cli import demo as demo_module
 
     with _reporting_errors(show_details=True):
         demo_module.run(dir=directory, out=click.echo, rows=rows)
@@ -286,7 +286,7 @@ def _amount(x: float) -> str:
 def render_budget(state, exists: bool = True) -> str:
     """The budget as text: totals, then one line per charged query.
 
-    >>> from dpsql.budget import Budget
+    >>> from dpsql.accounting.budget import Budget
     >>> print(render_budget(Budget(1.0, 1e-6, 0.25, 0.0, ledger="b.sqlite"), exists=False), end="")
     ledger b.sqlite (no file yet: nothing spent)
                epsilon  delta

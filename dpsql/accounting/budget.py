@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Iterable
 
-from .errors import BudgetExceeded, InternalError
+from dpsql.errors import BudgetExceeded, InternalError
 
 # Enough digits that adding any two finite doubles is exact; Inexact is trapped, never rounded.
 _EXACT = decimal.Context(prec=2000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,

@@ -5,8 +5,8 @@
 outputs are keys or post-processing of measurements (free).
 
 >>> from dpsql.policy import load_policy
->>> from dpsql.parse import parse
->>> from dpsql.validate import validate
+>>> from dpsql.frontend.parse import parse
+>>> from dpsql.frontend.validate import validate
 >>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {"x": {"lower": 0, "upper": 10}}}}})
 >>> sql = "SELECT COUNT(*) AS n, AVG(x) FROM t"
 >>> q = parse(sql); plan = build_plan(q, validate(q, sql, p), epsilon=1.0, delta=0.0)
@@ -21,13 +21,13 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from . import noise
-from .errors import InternalError, InvalidParameter, PrivacyViolation
-from .policy import TablePolicy
-from .options import aggregate_bounds
-from .sensitivity import (count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity,
+from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.errors import InternalError, InvalidParameter, PrivacyViolation
+from dpsql.policy import TablePolicy
+from dpsql.frontend.options import aggregate_bounds
+from dpsql.plan.sensitivity import (count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity,
                           selection_threshold, sum_sensitivity, unit_total_sensitivity)
-from .validate import AGGREGATES, QUANTILES, Scope, argument_bounds, group_keys, is_key, name_of, quantile_of, unqualified
+from dpsql.frontend.validate import AGGREGATES, QUANTILES, Scope, argument_bounds, group_keys, is_key, name_of, quantile_of, unqualified
 
 CONFIDENCE = 0.95
 
@@ -193,7 +193,7 @@ class Plan:
         return next(m for m in self.measurements if m.name == name)
 
     def __str__(self) -> str:
-        from .explain import explain_text
+        from dpsql.plan.explain import explain_text
         return explain_text(self)
 
     explain = __str__

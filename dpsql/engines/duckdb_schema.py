@@ -13,8 +13,8 @@ import dataclasses
 
 import duckdb
 
-from .errors import PolicyError
-from .policy import Policy, TablePolicy
+from dpsql.errors import PolicyError
+from dpsql.policy import Policy, TablePolicy
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                  "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL")

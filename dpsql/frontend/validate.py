@@ -5,7 +5,7 @@ offending node's position. ``VALIDATION_RULES`` lists them in the order they run
 knows is refused, so the dialect only grows by adding to an allowlist.
 
 >>> from dpsql.policy import load_policy
->>> from dpsql.parse import parse
+>>> from dpsql.frontend.parse import parse
 >>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {"x": {}}}}})
 >>> validate(parse("SELECT COUNT(*) FROM t"), "SELECT COUNT(*) FROM t", p).table.name
 't'
@@ -17,14 +17,14 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .errors import DpsqlError, PrivacyViolation, UnsupportedConstruct
-from .intervals import interval
-from .options import QueryOptions, aggregate_bounds, number, query_options
-from .parse import span
-from .policy import ColumnPolicy, Policy, TablePolicy
-from .schema import is_numeric, is_string
-from .sensitivity import MAX_BOUND
-from .totality import BOOLEAN, NUMBER, family, string_too_long
+from dpsql.errors import DpsqlError, PrivacyViolation, UnsupportedConstruct
+from dpsql.frontend.intervals import interval
+from dpsql.frontend.options import QueryOptions, aggregate_bounds, number, query_options
+from dpsql.frontend.parse import span
+from dpsql.policy import ColumnPolicy, Policy, TablePolicy
+from dpsql.engines.duckdb_schema import is_numeric, is_string
+from dpsql.plan.sensitivity import MAX_BOUND
+from dpsql.frontend.totality import BOOLEAN, NUMBER, family, string_too_long
 
 QUANTILES = (exp.Median, exp.PercentileCont)   # MEDIAN(x); QUANTILE_CONT(x, q) = PERCENTILE_CONT(x, q)
 AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.VariancePop, exp.Variance, exp.StddevPop, exp.Stddev, exp.StddevSamp,

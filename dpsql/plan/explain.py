@@ -2,9 +2,9 @@
 the composition; and the rewritten SQL.
 
 >>> from dpsql.policy import load_policy
->>> from dpsql.parse import parse
->>> from dpsql.validate import validate
->>> from dpsql.plan import build_plan
+>>> from dpsql.frontend.parse import parse
+>>> from dpsql.frontend.validate import validate
+>>> from dpsql.plan.build import build_plan
 >>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {}}}})
 >>> q = parse("SELECT COUNT(*) FROM t")
 >>> print(explain_text(build_plan(q, validate(q, "SELECT COUNT(*) FROM t", p), epsilon=1, delta=0)).splitlines()[0])
@@ -16,8 +16,8 @@ import math
 
 import sqlglot
 
-from .plan import CONFIDENCE, Measurement, Plan
-from .sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
+from dpsql.plan.build import CONFIDENCE, Measurement, Plan
+from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
 
 
 def fmt(x: float) -> str:

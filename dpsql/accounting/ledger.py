@@ -31,7 +31,7 @@ answers are replayed only within that connection. A stale replay is never a priv
 repeats an answer already paid for.
 
 >>> from dpsql.policy import load_policy
->>> from dpsql.budget import Cost
+>>> from dpsql.accounting.budget import Cost
 >>> book = Ledger(":memory:", load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row"}}}))
 >>> t = book.reserve(Cost.of(0.75, 0), sql="SELECT COUNT(*) FROM t", plan="t: 1 measurement", replay_key="k")
 >>> book.budget().spent_epsilon, book.budget().history[0].status
@@ -60,9 +60,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .budget import BASIC, COMPOSITIONS, Budget, Charge, Cost, check_fits
-from .errors import DpsqlError
-from .policy import Policy
+from dpsql.accounting.budget import BASIC, COMPOSITIONS, Budget, Charge, Cost, check_fits
+from dpsql.errors import DpsqlError
+from dpsql.policy import Policy
 
 FORMAT = "dpsql-ledger/1"
 SUFFIX = ".dpsql-ledger.sqlite"
@@ -222,7 +222,7 @@ def normalise_sql(sql: str) -> tuple[str, tuple[str, ...]]:
     >>> normalise_sql("select with differential_privacy options(epsilon=1) sum(x, contribution_bounds_per_row=>(0,5)) from t")[0]
     'SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) SUM(x, contribution_bounds_per_row => (0, 5)) FROM t'
     """
-    from .parse import DIALECT, parse
+    from dpsql.frontend.parse import DIALECT, parse
 
     statement = parse(sql)
     try:

@@ -8,14 +8,14 @@ Shape of the rewritten query (user level; row level skips ``__units``/``__bounde
     __agg      exact integer aggregates per partition
     __noisy    every public key combination LEFT JOIN __agg, noise UDF once per group (MATERIALIZED:
                each draw is made once even where post-processing reads it twice)
-    __m<i>_*   the descent of each quantile tree (dpsql/quantile.py), over the released groups
+    __m<i>_*   the descent of each quantile tree (dpsql/lower/quantile.py), over the released groups
     __out      post-processing (sums back to real units, AVG = sum / count clamped to bounds)
     final      HAVING, ORDER BY, LIMIT on released values only
 
 >>> from dpsql.policy import load_policy
->>> from dpsql.parse import parse
->>> from dpsql.validate import validate
->>> from dpsql.plan import build_plan
+>>> from dpsql.frontend.parse import parse
+>>> from dpsql.frontend.validate import validate
+>>> from dpsql.plan.build import build_plan
 >>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {"x": {}}}}})
 >>> q = parse("SELECT COUNT(*) FROM t"); plan = build_plan(q, validate(q, "", p), epsilon=1, delta=0)
 >>> "system.main.noise(" in rewrite(plan, "noise").rewritten_sql
@@ -29,11 +29,11 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from . import noise
-from .plan import Measurement, Plan
-from .schema import is_numeric, is_string, key_text
-from .sensitivity import grid_bound
-from .totality import BOOLEAN, family, fold, is_total, type_bounds
+from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.plan.build import Measurement, Plan
+from dpsql.engines.duckdb_schema import is_numeric, is_string, key_text
+from dpsql.plan.sensitivity import grid_bound
+from dpsql.frontend.totality import BOOLEAN, family, fold, is_total, type_bounds
 
 DIALECT = "duckdb"
 # Exact aggregates are saturated at +-2**62 before the noise: the sum with any noise draw the sampler
@@ -688,4 +688,4 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
     return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, copy=False))
 
 
-from . import quantile  # noqa: E402  (the quantile tree builds on the helpers above)
+from dpsql.lower import quantile as quantile  # noqa: E402  (the quantile tree builds on the helpers above)

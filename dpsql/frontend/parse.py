@@ -11,8 +11,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from .dialect import Dpsql
-from .errors import SqlSyntaxError, UnsupportedConstruct
+from dpsql.frontend.dialect import Dpsql
+from dpsql.errors import SqlSyntaxError, UnsupportedConstruct
 
 DIALECT = Dpsql
 

@@ -9,7 +9,7 @@ BigQuery DP queries run unchanged::
 
 The clause becomes a ``DifferentialPrivacy`` node in the Select's ``meta["dp"]``; named arguments of
 the aggregates (``contribution_bounds_per_group => (lo, hi)``) become ``meta["named_args"]``, a list
-of (name, expression). Both are checked by the validator (dpsql/options.py), not here. The
+of (name, expression). Both are checked by the validator (dpsql/frontend/options.py), not here. The
 generator prints both back, so ``parse_one(sql, read=Dpsql).sql(dialect=Dpsql)`` round-trips (the
 ledger's history and replay keys use it); the rewrite prints plain DuckDB SQL, without them.
 

@@ -227,7 +227,7 @@ def _tour(directory: Path, out: Callable[[str], Any], rows: int, seed: int,
 def _examples(owner: duckdb.DuckDBPyConnection, policy_path: Path, db_path: Path,
               directory_given: bool, out: Callable[[str], Any]) -> list:
     import dpsql
-    from dpsql.cli import render_table
+    from dpsql.cli.commands import render_table
     from dpsql.errors import DpsqlError
 
     exact = []

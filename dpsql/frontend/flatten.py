@@ -5,7 +5,7 @@
 the expression it names, so the validator sees the real columns (an identifier behind an alias is
 still an identifier) and the error positions point into the inner query.
 
->>> from dpsql.parse import parse
+>>> from dpsql.frontend.parse import parse
 >>> flatten(parse("WITH t AS (SELECT age AS a FROM people WHERE age > 1) SELECT COUNT(a) FROM t"), "").sql()
 'SELECT COUNT(age) FROM people WHERE (age > 1)'
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .errors import UnsupportedConstruct
-from .parse import span
+from dpsql.errors import UnsupportedConstruct
+from dpsql.frontend.parse import span
 
 MAX_DEPTH = 16
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import Measurement, Plan
-from .rewrite import alias, cast, clamp, col, fn, key_names, noise_call, num, value_column
-from .sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
+from dpsql.plan.build import Measurement, Plan
+from dpsql.lower.rewrite import alias, cast, clamp, col, fn, key_names, noise_call, num, value_column
+from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
 
 # Google's QuantileTree drops children whose noisy count is below this fraction of their total:
 # mostly noise on empty nodes, which would otherwise pull quantiles toward the middle of the range.

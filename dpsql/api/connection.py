@@ -15,17 +15,17 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from . import noise
-from .budget import Budget
-from .errors import DpsqlError, ExecutionError, InvalidParameter, PolicyError, UnsupportedConstruct
-from . import ledger as ledgers
-from .flatten import flatten
-from .parse import parse
-from .plan import Plan, build_plan
-from .policy import Policy, load_policy
-from .rewrite import rewrite
-from .schema import bind_schema, key_tables
-from .validate import validate
+from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.accounting.budget import Budget
+from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, PolicyError, UnsupportedConstruct
+from dpsql.accounting import ledger as ledgers
+from dpsql.frontend.flatten import flatten
+from dpsql.frontend.parse import parse
+from dpsql.plan.build import Plan, build_plan
+from dpsql.policy import Policy, load_policy
+from dpsql.lower.rewrite import rewrite
+from dpsql.engines.duckdb_schema import bind_schema, key_tables
+from dpsql.frontend.validate import validate
 
 # DuckDB settings of the connection that runs analysts' queries. top_n_window_elimination makes the
 # per-unit `ROW_NUMBER() <= L` filter 1.6-3x slower and 2x hungrier (measured at 10M rows).

@@ -1,0 +1,1 @@
+"""The Python API: ``dpsql.connect`` and the connection's ``sql``/``explain``/``budget``, and Result."""
