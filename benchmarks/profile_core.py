@@ -30,7 +30,6 @@ import duckdb
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_core as bc  # noqa: E402
 
-import dpsql  # noqa: E402
 
 DISABLED = "top_n_window_elimination"   # as dpsql's LOCKDOWN sets it
 

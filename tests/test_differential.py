@@ -300,7 +300,7 @@ def quantile_ranges(sides, sql: str, plan, got: list[tuple]) -> None:
         lower, upper = o.per_row or (o.lower, o.upper)
         leaf = (upper - lower) / TREE_LEAVES
         query = (f"SELECT {', '.join([*(f'({g})' for g in group), f'MIN({argument})', f'MAX({argument})'])} "
-                 f"FROM {plan.table.name}{where}" + (f" GROUP BY ALL" if group else ""))
+                 f"FROM {plan.table.name}{where}" + (" GROUP BY ALL" if group else ""))
         try:
             ranges = {tuple(_key(v) for v in r[:-2]): r[-2:] for r in plain.execute(query).fetchall()}
         except duckdb.Error:

@@ -324,7 +324,7 @@ def check_query(target: FuzzTarget, sql: str, kwargs: dict | None = None) -> str
         if after != before:
             raise FuzzFailure(("property", "refusal spent budget", err.code),
                               f"[{err.code}] refused query spent budget: (eps, delta, queries) {before} -> {after}; "
-                              f"{where}")
+                              f"{where}") from err
         return err.code
     except Exception as e:  # noqa: BLE001  -- any other exception type is the bug we are fuzzing for
         raise FuzzFailure(("raised", type(e).__name__, _normalise(str(e)), _innermost_frame(e)),

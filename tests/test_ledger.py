@@ -15,7 +15,6 @@ import time
 from decimal import Decimal
 
 import duckdb
-import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner

@@ -4,7 +4,6 @@ move by at most the sensitivity the plan charges for (L1 over all partitions).""
 import math
 
 import duckdb
-import pyarrow as pa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 import sqlglot

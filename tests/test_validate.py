@@ -1,7 +1,6 @@
 """The guard, beyond the corpora in grammar/ (tests/test_grammar.py): messages, hints, semantics."""
 import pytest
 
-import dpsql
 from conftest import make_database, refusal
 
 def test_error_format_has_line_column_and_caret(db):

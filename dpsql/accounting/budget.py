@@ -15,16 +15,13 @@ rho = epsilon^2 / 2), rhos add, and the total converts to (epsilon, delta) with
 epsilon = rho + 2 sqrt(rho ln(1/delta)) before it is compared with the budget. Every ledger row
 records the composition that charged it (column ``composition``), so old rows stay readable.
 
->>> acc = Accountant(0.3, 0.0)
->>> acc.reserve(0.1, 0.0); acc.reserve(0.2, 0.0); acc.budget.remaining_epsilon
-0.0
+>>> check_fits(Cost.of(0.1, 0), Cost.of(0.2, 0), Cost.of(0.3, 0))   # 0.1 + 0.2 fits 0.3 exactly
 >>> Cost.of(0.1, 0) + Cost.of(0.2, 0) == Cost.of(0.3, 0)
 True
 """
 from __future__ import annotations
 
 import decimal
-import threading
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Iterable
@@ -160,33 +157,3 @@ class Budget:
             "queries": self.queries,
             "history": [c.as_dict() for c in self.history],
         }
-
-
-class Accountant:
-    """In-memory accountant: refuses any charge that would pass the total (thread-safe).
-
-    Kept for callers that want accounting without a ledger; ``dpsql.connect`` uses ``Ledger``.
-    """
-
-    def __init__(self, total_epsilon: float, total_delta: float):
-        self._total = Cost.of(total_epsilon, total_delta)
-        self._spent = ZERO
-        self._queries = 0
-        self._lock = threading.Lock()
-
-    def reserve(self, epsilon: float, delta: float) -> None:
-        """Record the spend, or raise BudgetExceeded and record nothing."""
-        want = Cost.of(epsilon, delta)
-        with self._lock:
-            check_fits(self._spent, want, self._total)
-            self._spent = self._spent + want
-            self._queries += 1
-
-    def charge(self, plan) -> None:
-        self.reserve(plan.epsilon, plan.delta)
-
-    @property
-    def budget(self) -> Budget:
-        with self._lock:
-            return Budget(float(self._total.epsilon), float(self._total.delta), float(self._spent.epsilon),
-                          float(self._spent.delta), self._queries)

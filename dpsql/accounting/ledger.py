@@ -68,7 +68,6 @@ FORMAT = "dpsql-ledger/1"
 SUFFIX = ".dpsql-ledger.sqlite"
 MEMORY = ":memory:"
 BUSY_TIMEOUT = 5.0          # seconds to wait for another process's transaction before DP405
-STATUSES = ("reserved", "released", "failed")
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -43,9 +43,10 @@ class Result:
     the rows are fetched exactly once, when the budget is charged.
     """
 
-    def __init__(self, table: pa.Table, plan: Plan):
+    def __init__(self, table: pa.Table, plan: Plan, replayed: bool = False):
         self._table = table
         self.plan = plan
+        self.replayed = replayed   # an identical query's earlier answer, returned at no cost
 
     @property
     def columns(self) -> list[str]:
@@ -210,9 +211,7 @@ class PrivateConnection:
             cost, sql=normalised[0], plan=ledgers.plan_summary(plan), fresh=fresh, data_version=self._data_version,
             replay_key=ledgers.replay_key(normalised, cost, self._ledger.identity, self._data_version))
         if ticket.replayed:
-            result = Result(ticket.answer, plan)
-            result.replayed = True
-            return result
+            return Result(ticket.answer, plan, replayed=True)
         try:
             with self._run_lock:
                 with self._lock:
@@ -226,9 +225,7 @@ class PrivateConnection:
             self._ledger.fail(ticket)
             raise
         self._ledger.release(ticket, table)
-        result = Result(table, plan)
-        result.replayed = False
-        return result
+        return Result(table, plan)
 
     def _bind(self, plan: Plan):
         """Let DuckDB parse and bind the rewritten SQL before anything is spent.

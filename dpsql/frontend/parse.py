@@ -22,7 +22,7 @@ def offset_of(sql: str, line: int, col: int) -> int:
     """0-based character offset of a 1-based (line, col) position; sqlglot's col ends the token."""
     lines = sql.split("\n")
     line = max(1, min(line, len(lines)))
-    return sum(len(l) + 1 for l in lines[: line - 1]) + max(0, min(col, len(lines[line - 1])) - 1)
+    return sum(len(text) + 1 for text in lines[: line - 1]) + max(0, min(col, len(lines[line - 1])) - 1)
 
 
 def span(node: exp.Expression | None, sql: str | None = None) -> tuple[int | None, int | None]:

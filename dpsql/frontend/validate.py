@@ -309,11 +309,6 @@ class KeySpec:
     expression: exp.Expression      # the column or expression grouped on
     columns: tuple[ColumnPolicy, ...]
 
-    @property
-    def column(self) -> str | None:
-        """The column name, when the key is a plain column."""
-        return name_of(self.expression) if isinstance(self.expression, exp.Column) else None
-
 
 def unqualified(node: exp.Expression) -> exp.Expression:
     return node.copy().transform(lambda n: exp.column(name_of(n)) if isinstance(n, exp.Column) else n)

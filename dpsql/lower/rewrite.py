@@ -31,7 +31,7 @@ from sqlglot import exp
 
 from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.plan.build import Measurement, Plan
-from dpsql.engines.duckdb_schema import is_numeric, is_string, key_text
+from dpsql.engines.duckdb_schema import key_text
 from dpsql.plan.sensitivity import grid_bound
 from dpsql.frontend.totality import BOOLEAN, family, fold, is_total, type_bounds
 
@@ -616,7 +616,7 @@ def variance(o, ms) -> exp.Expression:
 def final_select(plan: Plan) -> exp.Select:
     slots = [plan.slot(o) for o in plan.outputs]
     columns = []
-    for i, o in enumerate(plan.outputs):
+    for o in plan.outputs:
         if o.hidden:
             continue
         columns.append(alias(col(plan.slot(o)), o.name))

@@ -196,8 +196,6 @@ class Plan:
         from dpsql.plan.explain import explain_text
         return explain_text(self)
 
-    explain = __str__
-
 
 def slot_names(outputs: list) -> set[str]:
     return {f"o{i}" for i in range(len(outputs))}
