@@ -10,7 +10,7 @@
 from dpsql.accounting.budget import Budget
 from dpsql.api.connection import PrivateConnection, Result, connect
 from dpsql.errors import BudgetExceeded, DpsqlError
-from dpsql.plan.build import Plan
+from dpsql.plan.model import Plan
 
 __all__ = ["connect", "PrivateConnection", "Result", "Plan", "Budget", "DpsqlError", "BudgetExceeded"]
 __version__ = "0.1.0"

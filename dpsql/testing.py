@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.api.connection import PrivateConnection
-from dpsql.plan.build import Plan
+from dpsql.plan.model import Plan
 
 NOISE = ("identity", "zero")
 

@@ -86,7 +86,8 @@ def connection(values_by_group: dict, lower=0.0, upper=100.0, seed=11, unit="row
     """Table t(k, v): one public key per entry of values_by_group (empty lists: empty groups)."""
     con = duckdb.connect(config={"threads": 1})
     keys = list(values_by_group)
-    data = pa.table({"k"  # noqa: F841 -- read by DuckDB's replacement scan below: pa.array([k for k, vs in values_by_group.items() for _ in vs], pa.string()),
+    # `data` is read by DuckDB's replacement scan (FROM data) below.
+    data = pa.table({"k": pa.array([k for k, vs in values_by_group.items() for _ in vs], pa.string()),  # noqa: F841
                      "v": pa.array([v for vs in values_by_group.values() for v in vs], pa.float64())})
     con.execute("CREATE TABLE t AS SELECT * FROM data")
     policy = {"budget": {"epsilon": 1e6}, "tables": {"t": {

@@ -21,7 +21,8 @@ from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, PolicyErr
 from dpsql.accounting import ledger as ledgers
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.parse import parse
-from dpsql.plan.build import Plan, build_plan
+from dpsql.plan.build import build_plan
+from dpsql.plan.model import Plan
 from dpsql.policy import Policy, load_policy
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines.duckdb_schema import bind_schema, key_tables

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dpsql.plan.build import Measurement, Plan
-from dpsql.lower.rewrite import alias, cast, clamp, col, fn, key_names, noise_call, num, value_column
+from dpsql.plan.model import Measurement, Plan
+from dpsql.lower.noise import noise_call
+from dpsql.lower.names import key_names, value_column
+from dpsql.lower.sql import alias, cast, clamp, col, fn, num
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
 
 # Google's QuantileTree drops children whose noisy count is below this fraction of their total:

@@ -16,8 +16,14 @@ import math
 
 import sqlglot
 
-from dpsql.plan.build import CONFIDENCE, Measurement, Plan
+from typing import TYPE_CHECKING
+
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
+
+if TYPE_CHECKING:   # the model renders itself with this module: it imports the model only for types
+    from dpsql.plan.model import Measurement, Plan
+
+CONFIDENCE = 0.95   # the level of every error bar explain reports (a measurement's ``error``)
 
 
 def fmt(x: float) -> str:

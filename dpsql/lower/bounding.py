@@ -1,0 +1,222 @@
+"""Contribution bounding and exact aggregation: each row's values (evaluated once, clamped, on the
+grid), per-unit caps (C rows per partition, L partitions per unit) and the exact per-group totals."""
+from __future__ import annotations
+
+from sqlglot import exp
+from dpsql.lower import quantile
+from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.sensitivity import grid_bound
+from dpsql.frontend.totality import type_bounds
+from dpsql.lower.sql import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, saturate, select
+from dpsql.lower.names import key_names, raw_column, value_column
+from dpsql.lower.keys import declared, join_key_tables, key_filter
+from dpsql.lower.guard import quoted, safe, user_where
+from dpsql.lower.noise import scalar_measurements
+
+
+def on_grid(value: exp.Expression, m: Measurement) -> exp.Expression:
+    """round(clamp(value) / g) as BIGINT: an exact integer number of grid steps, |.| <= B."""
+    scaled = fn("ROUND", exp.Mul(this=clamp(value, m.lower, m.upper), expression=num(1.0 / m.granularity)))
+    return cast(scaled, "BIGINT")
+
+
+def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
+    """An aggregate's argument for one row, as DOUBLE: a column as read; in an expression, every
+    bounded column clamped to its bounds first (what interval arithmetic assumed), the cast to DOUBLE
+    inside TRY() (validation refused strings and dates; TRY covers whatever else could fail)."""
+    if isinstance(argument, exp.Column):
+        return cast(col(argument.name), "DOUBLE")   # a numeric column: the cast cannot fail
+
+    def clamped(node):
+        if isinstance(node, exp.Column):
+            policy = plan.table.columns.get(node.name.lower())
+            value = col(node.name.lower())
+            if policy is not None and policy.bounded:
+                return clamp_in_type(value, policy)
+            return value
+        return node
+    return exp.Anonymous(this="TRY", expressions=[cast(quoted(argument).transform(clamped), "DOUBLE")])
+
+
+def clamp_in_type(value: exp.Expression, policy) -> exp.Expression:
+    """A bounded column clamped to its bounds in its own type where the bounds fit it, so an
+    expression over it keeps DuckDB's semantics (``CAST(i8 + 0.5 AS INT)`` rounds a DECIMAL, half
+    away from zero); otherwise as DOUBLE. Never wider than the bounds (integers round inward)."""
+    fitted = type_bounds(policy.sql_type, policy.lower, policy.upper)
+    if fitted is None:
+        return clamp(cast(value, "DOUBLE"), policy.lower, policy.upper)
+    lo, hi = (cast(exp.Literal.string(b), policy.sql_type) for b in fitted)
+    return clamp(value, lo, hi)
+
+
+def quantised_row(m: Measurement, value: exp.Expression) -> exp.Expression:
+    """A row's value (``value``: its argument, evaluated once in __rows) on the grid, |.| <= B.
+
+    Centred (offset m, bounds lo = m - r, hi = m + r): (clamp(x, lo, hi) - m) ** moment, which lies in
+    [-r, r] (or [0, r^2]) up to one rounding, far below half a grid step, so round(v / g) stays within
+    B = ceil(r / g). Clamping x itself keeps the cheap CASE on a plain column. NULL stays NULL and
+    nothing else becomes NULL, so a unit's count of values and its sum see the same rows.
+    """
+    if m.offset is None:
+        return on_grid(value, m)
+    r = m.upper if m.moment == 1 else m.upper ** 0.5
+    diff = exp.Paren(this=exp.Sub(this=clamp(value, m.offset - r, m.offset + r), expression=num(float(m.offset))))
+    moment = diff if m.moment == 1 else exp.Mul(this=diff, expression=diff.copy())
+    return cast(fn("ROUND", exp.Mul(this=moment, expression=num(1.0 / m.granularity))), "BIGINT")
+
+
+def row_value(m: Measurement, value: exp.Expression) -> exp.Expression:
+    """A row's value as DOUBLE (never an integer overflow), clamped per row when bounds say so."""
+    return value if m.row_lower is None else clamp(value, m.row_lower, m.row_upper)
+
+
+def row_arguments(plan: Plan) -> dict[str, exp.Expression]:
+    """Label -> the value each row contributes, evaluated once in __rows: every count, sum and tree
+    of one argument reads this one column, so a unit's count of values and its sum cannot disagree
+    on which rows hold a value. Numeric (a SUM, AVG or quantile reads it): DOUBLE, with the columns
+    of an expression clamped; counted only: the expression as written, under TRY()."""
+    numeric = {m.column for m in plan.measurements if m.kind in ("sum", "quantile")}
+    values = {}
+    for m in plan.measurements:
+        if m.argument is None or m.kind == "distinct" or m.column in values:
+            continue
+        argument = m.argument
+        if m.column in numeric:
+            values[m.column] = argument_value(plan, argument)
+        else:
+            values[m.column] = col(argument.name) if isinstance(argument, exp.Column) else safe(quoted(argument), plan)
+    return values
+
+
+def rows_cte(plan: Plan) -> exp.Select:
+    """__rows: the private table filtered, keys renamed k0.., each argument evaluated once (c_*),
+    then clamped and quantised (v_*) from that one value."""
+    names = key_names(plan)
+    projections = [alias(safe(quoted(k.expression), plan), name) for k, name in zip(plan.group_keys, names)]
+    passed = list(names)
+    if not plan.table.row_level:
+        projections.insert(0, alias(col(plan.table.privacy_unit), "__unit"))
+        passed.insert(0, "__unit")
+    for label, value in row_arguments(plan).items():
+        projections.append(alias(value, raw_column(label)))
+        passed.append(raw_column(label))
+    for m in plan.measurements:
+        if m.kind == "distinct":
+            # Only declared keys count: the released count then lies in [0, |keys|] whatever the data.
+            projections.append(alias(case_when(declared(plan, m.column), col(m.column), exp.Null()), value_column(m)))
+            passed.append(value_column(m))
+    derived = []
+    for m in plan.measurements:
+        value = col(raw_column(m.column)) if m.column is not None else None
+        if m.kind == "sum" and m.bounding == "rows":
+            derived.append(alias(quantised_row(m, value), value_column(m)))
+        elif m.kind == "sum":
+            derived.append(alias(row_value(m, value), value_column(m)))
+        elif m.kind == "quantile":
+            derived.append(alias(quantile.leaf_index(value, m), value_column(m)))
+    if not projections:
+        projections.append(alias(num(1), "__one"))
+    conditions = [user_where(plan), *key_filter(plan)]
+    if not plan.table.row_level:
+        conditions.append(exp.Not(this=exp.Is(this=col(plan.table.privacy_unit), expression=exp.Null())))
+    rows = join_key_tables(select(*projections, source=plan.table.name, where=conjunction(conditions)), plan)
+    if not derived:
+        return rows
+    return exp.select(*[col(n) for n in passed], *derived).from_(
+        exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("__read"))))
+
+
+def exact_aggregate(m: Measurement) -> exp.Expression:
+    """The per-partition aggregate over __rows (row level)."""
+    if m.kind in ("count", "units"):   # each row is a unit
+        return exp.Count(this=exp.Star())
+    if m.kind == "count_col":
+        return exp.Count(this=col(raw_column(m.column)))
+    if m.kind == "distinct":
+        return exp.Count(this=exp.Distinct(expressions=[col(value_column(m))]))
+    return exp.Sum(this=col(value_column(m)))
+
+
+def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
+    """A unit's sum in one partition, worth at most C of its rows: sum * C // n when it has n > C values.
+
+    That is the expected sum of C of its values drawn at random, with no randomness: |result| <= C*B.
+    Integer division truncates toward zero, so the bound holds exactly.
+    """
+    v = col(value_column(m))
+    n = exp.Count(this=col(raw_column(m.column)))
+    total = exp.Sum(this=v)
+    scaled = exp.IntDiv(this=exp.Mul(this=cast(total, "HUGEINT"), expression=num(C)), expression=n)
+    # n counts exactly the rows with a value (one evaluation, rows_cte), so |result| <= C*B already;
+    # the clamp makes that hold by construction. C*B < 2**62: BIGINT, the next SUM needs no 128-bit state.
+    cap = C * grid_bound(m.lower, m.upper, m.granularity)
+    return cast(saturate(case_when(exp.GT(this=n.copy(), expression=num(C)), scaled, total.copy()), cap), "BIGINT")
+
+
+def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
+    """A unit's contribution to one partition (user level), bounded as the measurement says."""
+    v = col(value_column(m))
+    if m.kind == "quantile":
+        return quantile.unit_leaves(m)
+    if m.kind in ("units", "distinct"):
+        if m.kind == "units":
+            return num(1)   # a row of __units is one (unit, partition) pair
+        # At most C of the unit's distinct values (the smallest: any choice keeps the bound).
+        values = fn("LIST_SORT", fn("LIST_DISTINCT", exp.Anonymous(this="LIST", expressions=[v])))
+        return fn("LIST_SLICE", values, num(1), num(C))
+    rows = exp.Count(this=exp.Star()) if m.kind == "count" else exp.Count(this=col(raw_column(m.column)))
+    if m.kind == "count_units":
+        return case_when(exp.GT(this=rows, expression=num(0)), num(1), num(0))
+    if m.kind in ("count", "count_col"):
+        if m.bounding == "unit_total":
+            return fn("LEAST", fn("GREATEST", rows, num(int(m.lower))), num(int(m.upper)))
+        return fn("LEAST", rows, num(C))
+    if m.bounding == "unit_total":
+        return on_grid(exp.Sum(this=v), m)
+    if m.bounding == "unit_mean":
+        return on_grid(exp.Avg(this=v), m)
+    return bounded_unit_sum(m, C)
+
+
+def needs_partition_sampling(plan: Plan) -> bool:
+    """A unit can only exceed L partitions when there are more than L of them (unknown: private keys)."""
+    return plan.partitions is None or plan.partitions > plan.max_groups
+
+
+def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp.Select]]:
+    """__units and __bounded: contribution bounding per unit, C within and L across partitions.
+
+    ``sampling="hash"`` (trusted test seam only) ranks a unit's partitions by a hash of (unit, key)
+    instead of random(): the bound holds for any choice, and a fixed rule couples neighbours.
+    """
+    keys = [col(k) for k in key_names(plan)]
+    C, L = plan.max_rows, plan.max_groups
+    projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in plan.measurements]
+    sampled = needs_partition_sampling(plan)
+    if sampled:
+        # Materialise the random key first: DuckDB refuses volatile expressions in a window's ORDER BY.
+        if sampling == "hash":
+            rank_key = exp.Mod(this=fn("HASH", col("__unit"), *[k.copy() for k in keys]), expression=num(2 ** 53))
+        else:
+            rank_key = cast(exp.Mul(this=fn("RANDOM"), expression=num(2 ** 53)), "BIGINT")
+        projections.append(alias(rank_key, "__r"))
+    units = select(*projections, source="__rows", group=[col("__unit"), *[k.copy() for k in keys]])
+    ctes = [("__units", units)]
+    if sampled:
+        rank = exp.Window(this=exp.RowNumber(), partition_by=[col("__unit")],
+                          order=exp.Order(expressions=[exp.Ordered(this=col("__r"))]))
+        bounded = exp.select(exp.Star()).from_("__units").qualify(exp.LTE(this=rank, expression=num(L)))
+        ctes.append(("__bounded", bounded))
+    return ctes
+
+
+def agg_cte(plan: Plan, source: str) -> exp.Select:
+    keys = [col(k) for k in key_names(plan)]
+    if plan.table.row_level:
+        values = [alias(exact_aggregate(m), value_column(m)) for m in scalar_measurements(plan)]
+    else:
+        values = [alias(exp.Sum(this=col(value_column(m))) if m.kind != "distinct" else
+                        fn("LEN", fn("LIST_DISTINCT", fn("FLATTEN", exp.Anonymous(
+                            this="LIST", expressions=[col(value_column(m))])))), value_column(m))
+                  for m in scalar_measurements(plan)]
+    return select(*keys, *values, source=source, group=[k.copy() for k in keys])

@@ -1,0 +1,84 @@
+"""Public group keys in SQL: the declared key sets (literals, or TEMP tables for long ones), the row
+filter to declared keys, and the domain of every GROUP BY item computed from the keys alone."""
+from __future__ import annotations
+
+from sqlglot import exp
+from dpsql.plan.model import Plan
+from dpsql.engines.duckdb_schema import key_text
+from dpsql.lower.sql import alias, cast, col, ident
+from dpsql.lower.names import key_names
+from dpsql.lower.guard import quoted, safe
+
+
+def key_literal(value, sql_type: str) -> exp.Expression:
+    return cast(exp.Literal.string(key_text(value)), sql_type)
+
+
+def key_columns(plan: Plan) -> list:
+    """The distinct public-key columns the GROUP BY items read."""
+    return list({c.name: c for k in plan.group_keys for c in k.columns if c.keys is not None}.values())
+
+
+def key_table(plan: Plan, column: str) -> str | None:
+    """The TEMP table holding a long key set (schema.key_tables), or None: the keys are literals."""
+    return plan.table.columns[column].key_table
+
+
+def declared(plan: Plan, column: str) -> exp.Expression:
+    """``column`` is one of its declared keys (false for NULL)."""
+    table = key_table(plan, column)
+    if table is not None:
+        return exp.In(this=col(column), query=exp.Subquery(this=exp.select(col(table)).from_(exp.Table(this=ident(table)))))
+    policy = plan.table.columns[column]
+    return exp.In(this=col(column), expressions=[key_literal(v, policy.sql_type) for v in policy.keys])
+
+
+def key_filter(plan: Plan) -> list[exp.Expression]:
+    """Rows whose key is not declared public are dropped (so NULL keys too); long key sets by a join."""
+    return [declared(plan, c.name) for c in key_columns(plan) if key_table(plan, c.name) is None]
+
+
+def join_key_tables(query: exp.Select, plan: Plan) -> exp.Select:
+    """The private table inner-joined with the TEMP table of each long key set it groups by: a hash
+    join is faster than an IN list or an IN subquery there (10M rows, 10k keys: 0.07 s against 0.18 s
+    and 0.11 s), and drops undeclared and NULL keys as the filter does."""
+    for c in key_columns(plan):
+        table = key_table(plan, c.name)
+        if table is not None:
+            query = query.join(exp.Table(this=ident(table)),
+                               on=exp.EQ(this=col(c.name, plan.table.name), expression=col(table, table)))
+    return query
+
+
+def declared_keys(plan: Plan, c) -> exp.Select:
+    """One column's declared keys as a one-column query named after the column."""
+    table = key_table(plan, c.name)
+    if table is not None:
+        return exp.select(alias(col(table), c.name)).from_(exp.Table(this=ident(table)))
+    return exp.select(alias(exp.Unnest(expressions=[exp.Array(
+        expressions=[key_literal(v, c.sql_type) for v in c.keys])]), c.name))
+
+
+def key_domain(plan: Plan, key, name: str) -> exp.Select:
+    """The groups of one GROUP BY item: its values over the declared keys of the columns it reads.
+
+    Computed in SQL from the keys alone (literals, or the TEMP tables dpsql filled from the policy;
+    never the private table), so the set of groups released is public.
+    """
+    parts = [exp.Subquery(this=declared_keys(plan, c), alias=exp.TableAlias(this=ident(f"__c{i}")))
+             for i, c in enumerate(key.columns)]
+    query = exp.select(alias(safe(quoted(key.expression), plan), name)).from_(parts[0])
+    for part in parts[1:]:
+        query = query.join(part, join_type="CROSS")
+    return query.distinct() if key.column is None else query
+
+
+def keys_source(plan: Plan) -> exp.Expression:
+    """Every combination of the GROUP BY items' groups: the output rows, empty groups included."""
+    names = key_names(plan)
+    parts = [exp.Subquery(this=key_domain(plan, k, n), alias=exp.TableAlias(this=ident(f"__keys_{n}")))
+             for k, n in zip(plan.group_keys, names)]
+    query = exp.select(*[col(n) for n in names]).from_(parts[0])
+    for part in parts[1:]:
+        query = query.join(part, join_type="CROSS")
+    return query

@@ -1,0 +1,18 @@
+"""Every name the lowering invents for the engine: group keys k0.., each argument's row value c_*,
+each measurement's per-row value v_*. One place, so no generated name can collide with another."""
+from __future__ import annotations
+
+from dpsql.plan.model import Measurement, Plan
+
+
+def key_names(plan: Plan) -> list[str]:
+    return [f"k{i}" for i in range(len(plan.group_keys))]
+
+
+def value_column(m: Measurement) -> str:
+    return f"v_{m.name}"
+
+
+def raw_column(column: str) -> str:
+    """A column as read: COUNT of it counts non-NULL values, shared by every measurement on it."""
+    return f"c_{column}"

@@ -1,0 +1,57 @@
+"""Noise placement: each scalar measurement noised once per output group (every public key
+combination, or the candidate groups of partition selection), its exact total saturated first."""
+from __future__ import annotations
+
+from fractions import Fraction
+from sqlglot import exp
+from dpsql.plan.model import Measurement, Plan
+from dpsql.lower.sql import alias, cast, col, fn, ident, num, saturate
+from dpsql.lower.names import key_names, value_column
+from dpsql.lower.keys import keys_source
+
+
+# Exact aggregates are saturated at +-2**62 before the noise: the sum with any noise draw the sampler
+# makes (scale < 2**50) stays inside int64.
+MAX_EXACT = 2 ** 62
+
+
+def scalar_measurements(plan: Plan) -> list[Measurement]:
+    """The measurements noised once per group in __noisy (quantile trees are noised node by node)."""
+    return [m for m in plan.measurements if m.kind != "quantile"]
+
+
+def noise_call(m: Measurement, value: exp.Expression, function: str) -> exp.Expression:
+    """system.main.<function>(exact BIGINT, n, k): adds discrete Laplace with scale n / 2**k grid steps.
+
+    Called fully qualified: a TEMP MACRO of the same bare name would otherwise shadow it.
+    """
+    scale = Fraction(m.scale)
+    k = scale.denominator.bit_length() - 1
+    # Saturated before the cast: a total beyond BIGINT (huge per-unit bounds times many units) would
+    # otherwise fail the query exactly when enough units match.
+    exact = cast(saturate(value, MAX_EXACT, nullable=False), "BIGINT")   # value: COALESCE(total, 0)
+    call = exp.Anonymous(this=function, expressions=[exact, num(scale.numerator), num(k)])
+    qualifier = exp.Dot(this=exp.to_identifier("system"), expression=exp.to_identifier("main"))
+    return exp.Dot(this=qualifier, expression=call)
+
+
+def noisy_cte(plan: Plan, function: str) -> exp.Select:
+    names = key_names(plan)
+    values = [alias(noise_call(m, fn("COALESCE", col(value_column(m), "__agg"), num(0)), function), m.name)
+              for m in scalar_measurements(plan)]
+    if not values and plan.selection is None:
+        # Only quantile trees: __noisy is just the released groups (one row without GROUP BY).
+        if not plan.group_keys:
+            return exp.select(alias(num(1), "__one"))
+        return exp.select(*[col(n) for n in names]).from_(
+            exp.Subquery(this=keys_source(plan), alias=exp.TableAlias(this=ident("__keys"))))
+    if not plan.group_keys:
+        return exp.select(*values).from_("__agg")
+    if plan.selection is not None:
+        # Private keys: the candidate groups are those in the data; __out keeps the selected ones.
+        return exp.select(*[col(n, "__agg") for n in names], *values).from_("__agg")
+    # A key expression may map declared keys to NULL (CASE without ELSE): the NULL group is a group.
+    on = exp.and_(*[exp.NullSafeEQ(this=col(n, "__keys"), expression=col(n, "__agg")) for n in names])
+    source = exp.Subquery(this=keys_source(plan), alias=exp.TableAlias(this=ident("__keys")))
+    query = exp.select(*[col(n, "__keys") for n in names], *values).from_(source)
+    return query.join(exp.Table(this=ident("__agg")), on=on, join_type="LEFT")

@@ -1,0 +1,156 @@
+"""Post-processing of released measurements into outputs (AVG, variances, confidence intervals,
+non-negative clamps) and the final SELECT (HAVING, ORDER BY with keys as tie-breakers, LIMIT)."""
+from __future__ import annotations
+
+from sqlglot import exp
+from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.lower import quantile
+from dpsql.plan.model import Measurement, Plan
+from dpsql.lower.sql import alias, case_when, cast, col, fn, num
+from dpsql.lower.names import key_names
+from dpsql.lower.guard import guarded
+from dpsql.lower.noise import scalar_measurements
+
+
+COUNTS = ("count", "count_col", "units", "distinct")
+
+
+def sign_clamp(value: exp.Expression, lower: float | None, upper: float | None, plan: Plan) -> exp.Expression:
+    """With ``nonnegative``, a count or a sum of values >= 0 is never released below 0 (and a sum of
+    values <= 0 never above): post-processing, free, and it only moves answers toward the truth."""
+    if not plan.nonnegative or lower is None:
+        return value
+    if lower >= 0:
+        return fn("GREATEST", value, num(0))
+    if upper <= 0:
+        return fn("LEAST", value, num(0))
+    return value
+
+
+def noisy_total(m: Measurement) -> exp.Expression:
+    return col(m.name) if m.granularity == 1 else exp.Mul(this=cast(col(m.name), "DOUBLE"), expression=num(m.granularity))
+
+
+def half_width(m: Measurement, confidence: float) -> float:
+    """The exact half-width of the noise's central interval at ``confidence``, in output units."""
+    return noise.discrete_laplace_bound(m.scale, confidence) * m.granularity
+
+
+def has_interval(plan: Plan, o) -> bool:
+    """Whether an output gets <name>_ci_low/_ci_high: noisy counts, sums and AVG, when ci is asked."""
+    return plan.confidence is not None and not o.hidden and (o.kind in COUNTS or o.kind in ("sum", "avg"))
+
+
+def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Expression] | None:
+    """(low, high) of the confidence interval of one output around its bounded exact value.
+
+    Counts and sums: exact for the discrete Laplace noise (coverage >= ci, the smallest such width).
+    AVG: from a (1+ci)/2 interval for each of its sum and count (union bound): coverage >= ci.
+    """
+    o = plan.outputs[index]
+    if not has_interval(plan, o):
+        return None
+    ms = [plan.measurement(n) for n in o.measurements]
+    if o.kind in COUNTS or o.kind == "sum":
+        m = ms[0]
+        a = half_width(m, plan.confidence)
+        a = int(a) if m.granularity == 1 else a   # counts stay integers
+        lower, upper = (0.0, None) if o.kind in COUNTS else (m.lower, m.upper)
+        return tuple(sign_clamp(op(this=noisy_total(m), expression=num(a)), lower, upper, plan)
+                     for op in (exp.Sub, exp.Add))
+    level = (1 + plan.confidence) / 2
+    total, count = ms
+    a, b = half_width(total, level), half_width(count, level)
+    s, n = noisy_total(total), cast(col(count.name), "DOUBLE")
+    midpoint = total.offset or 0.0   # centred sums
+    corners = [exp.Add(this=num(midpoint), expression=exp.Div(
+                   this=exp.Paren(this=op_s(this=s.copy(), expression=num(a))),
+                   expression=exp.Paren(this=op_n(this=n.copy(), expression=num(b)))))
+               for op_s in (exp.Sub, exp.Add) for op_n in (exp.Sub, exp.Add)]
+    unknown = exp.LTE(this=exp.Sub(this=n.copy(), expression=num(b)), expression=num(0))
+
+    def bounded(value):
+        return fn("LEAST", fn("GREATEST", value, num(float(o.lower))), num(float(o.upper)))
+    low = case_when(unknown, num(float(o.lower)), bounded(fn("LEAST", *corners)))
+    high = case_when(unknown.copy(), num(float(o.upper)), bounded(fn("GREATEST", *[c.copy() for c in corners])))
+    return low, high
+
+
+def output_value(plan: Plan, index: int) -> exp.Expression:
+    """Post-processing of released measurements into one output column."""
+    o = plan.outputs[index]
+    if o.kind == "key":
+        return col(f"k{o.key_index}")
+    if o.kind == "expr":
+        slots = {plan.slot(other): i for i, other in enumerate(plan.outputs)}
+        inlined = o.expression.copy().transform(
+            lambda n: output_value(plan, slots[n.name]) if isinstance(n, exp.Column) and n.name in slots else n)
+        # On released values only, but it may still cast a key (NOT 'F'): never an error.
+        return exp.Anonymous(this="TRY", expressions=[inlined])
+    ms = [plan.measurement(n) for n in o.measurements]
+    if o.kind == "quantile":
+        return col(quantile.output_column(ms[0], o.quantile, plan))
+    if o.kind in COUNTS:
+        return sign_clamp(col(ms[0].name), 0.0, None, plan)
+    total = noisy_total(ms[0])
+    if o.kind == "sum":
+        return sign_clamp(total, ms[0].lower, ms[0].upper, plan)
+    if o.kind != "avg":
+        return variance(o, ms)
+    # AVG = midpoint + noisy centred sum / noisy count (per-group bounds: noisy sum of per-unit means
+    # / noisy unit count), never dividing by <= 0, clamped back into the bounds.
+    mean = exp.Div(this=total, expression=fn("GREATEST", col(ms[1].name), num(1)))
+    if ms[0].offset is not None:
+        mean = exp.Add(this=num(float(ms[0].offset)), expression=mean)
+    return fn("LEAST", fn("GREATEST", mean, num(float(o.lower))), num(float(o.upper)))
+
+
+def variance(o, ms) -> exp.Expression:
+    """VAR/STDDEV from noisy n, sum(x - m) and sum((x - m)^2) (m the bounds' midpoint, r the half-width):
+    var = S2/n - (S1/n)^2, clamped to [0, r^2], the most a variable within the bounds can have;
+    never dividing by <= 0. Sample versions scale by n/(n-1)."""
+    count, first, second = ms
+    n = cast(fn("GREATEST", col(count.name), num(1)), "DOUBLE")
+    mean = exp.Div(this=noisy_total(first), expression=n)
+    value = exp.Sub(this=exp.Div(this=noisy_total(second), expression=n.copy()),
+                    expression=exp.Mul(this=exp.Paren(this=mean), expression=exp.Paren(this=mean.copy())))
+    r = (o.upper - o.lower) / 2
+    if o.kind.endswith("_samp"):
+        value = exp.Div(this=exp.Mul(this=exp.Paren(this=value), expression=n.copy()),
+                        expression=fn("GREATEST", exp.Sub(this=n.copy(), expression=num(1)), num(1)))
+    value = fn("LEAST", fn("GREATEST", value, num(0.0)), num(float(r * r) * (2 if o.kind.endswith("_samp") else 1)))
+    return fn("SQRT", value) if o.kind.startswith("stddev") else value
+
+
+def final_select(plan: Plan) -> exp.Select:
+    slots = [plan.slot(o) for o in plan.outputs]
+    columns = []
+    for o in plan.outputs:
+        if o.hidden:
+            continue
+        columns.append(alias(col(plan.slot(o)), o.name))
+        if has_interval(plan, o):
+            columns += [alias(col(f"{plan.slot(o)}_lo"), f"{o.name}_ci_low"),
+                        alias(col(f"{plan.slot(o)}_hi"), f"{o.name}_ci_high")]
+    query = exp.select(*columns).from_("__out")
+    if plan.having is not None:
+        # On released values only, but it may still compare a key with a number: never an error.
+        condition = plan.having.copy().transform(
+            lambda n: col(n.name) if isinstance(n, exp.Column) and n.name in slots else n)
+        query = query.where(guarded(condition, lambda name: None))
+    if plan.order:
+        query = query.order_by(*[exp.Ordered(this=col(slot), desc=desc, nulls_first=False)
+                                 for slot, desc in plan.order])
+    if plan.limit is not None:
+        query = query.limit(plan.limit)
+    if plan.offset is not None:
+        query = query.offset(plan.offset)
+    return query
+
+
+def measurements_select(plan: Plan) -> exp.Select:
+    """Every candidate group's keys and scalar measurements, ordered by key (the test seam's stage)."""
+    names = key_names(plan)
+    columns = [col(n) for n in names] + [col(m.name) for m in scalar_measurements(plan)]
+    query = exp.select(*(columns or [exp.Star()])).from_("__noisy")
+    return query.order_by(*[exp.Ordered(this=col(n), nulls_first=False) for n in names]) if names else query

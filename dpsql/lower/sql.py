@@ -1,0 +1,83 @@
+"""SQL building blocks as sqlglot nodes (typed where sqlglot has a type, DuckDB-named otherwise):
+identifiers, literals, casts, CASE, clamps and saturation, SELECTs. Nothing here reads user text."""
+from __future__ import annotations
+
+import functools
+from sqlglot import exp
+
+
+DIALECT = "duckdb"
+
+
+def ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    return exp.Column(this=ident(name), table=ident(table) if table else None)
+
+
+def num(value: float | int) -> exp.Expression:
+    # Literal.number makes a negative number a Neg node itself.
+    return exp.Literal.number(repr(value) if isinstance(value, float) else str(value))
+
+
+def fn(name: str, *args: exp.Expression) -> exp.Expression:
+    # Anonymous keeps DuckDB's own semantics (sqlglot would wrap GREATEST/LEAST in NULL checks).
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+@functools.lru_cache(maxsize=None)
+def _data_type(to: str) -> exp.DataType:
+    return exp.DataType.build(to, dialect=DIALECT)
+
+
+def cast(value: exp.Expression, to: str) -> exp.Cast:
+    # Parsing a type string is most of a plan's cost: build each type once (copied per use).
+    return exp.Cast(this=value, to=_data_type(to).copy())
+
+
+def case_when(cond: exp.Expression, then: exp.Expression, default: exp.Expression) -> exp.Case:
+    return exp.Case(ifs=[exp.If(this=cond, true=then)], default=default)
+
+
+def alias(value: exp.Expression, name: str) -> exp.Alias:
+    return exp.Alias(this=value, alias=ident(name))
+
+
+def clamp(value: exp.Expression, lower: float | exp.Expression, upper: float | exp.Expression) -> exp.Expression:
+    """CASE WHEN v < lower THEN lower WHEN v > upper THEN upper ELSE v END (bounds: numbers, as DOUBLE
+    literals, or expressions).
+
+    NULL stays NULL (both comparisons are NULL: a missing value never counts as a bound), NaN and
+    +inf go to upper (DuckDB orders NaN above every number), -inf to lower. Unlike GREATEST/LEAST
+    (which skip NULLs) it needs no NULL guard, and it is 1.4x cheaper (measured in benchmarks/).
+    """
+    lo = lower if isinstance(lower, exp.Expression) else num(float(lower))
+    hi = upper if isinstance(upper, exp.Expression) else num(float(upper))
+    return exp.Case(ifs=[exp.If(this=exp.LT(this=value, expression=lo), true=lo.copy()),
+                         exp.If(this=exp.GT(this=value.copy(), expression=hi), true=hi.copy())],
+                    default=value.copy())
+
+
+def conjunction(conditions: list[exp.Expression]) -> exp.Expression | None:
+    conditions = [c for c in conditions if c is not None]
+    return exp.and_(*[exp.Paren(this=c) for c in conditions]) if conditions else None
+
+
+def select(*projections: exp.Expression, source: str | exp.Expression, where=None, group=()) -> exp.Select:
+    query = exp.select(*projections).from_(exp.Table(this=ident(source)) if isinstance(source, str) else source)
+    if where is not None:
+        query = query.where(where)
+    if group:
+        query = query.group_by(*group)
+    return query
+
+
+def saturate(value: exp.Expression, cap: int, nullable: bool = True) -> exp.Expression:
+    """``value`` clamped to [-cap, cap], NULL kept (GREATEST/LEAST, shorter, would turn a NULL sum
+    into -cap): an integer that can never overflow a later cast. Clamping moves two values no further
+    apart, so no sensitivity grows."""
+    if not nullable:
+        return fn("LEAST", fn("GREATEST", value, num(-cap)), num(cap))
+    return clamp(value, num(-cap), num(cap))
