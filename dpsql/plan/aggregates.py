@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from sqlglot import exp
 from dpsql.policy import TablePolicy
-from dpsql.frontend.validate import QUANTILES, name_of, unqualified
+from dpsql.frontend.scope import QUANTILES, name_of, unqualified
 from dpsql.plan.model import Output
 
 

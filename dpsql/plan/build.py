@@ -23,7 +23,7 @@ from dpsql.policy import TablePolicy
 from dpsql.frontend.options import aggregate_bounds
 from dpsql.plan.sensitivity import (count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity,
                           selection_threshold, sum_sensitivity, unit_total_sensitivity)
-from dpsql.frontend.validate import AGGREGATES, Scope, argument_bounds, group_keys, is_key, name_of, quantile_of
+from dpsql.frontend.scope import AGGREGATES, Scope, argument_bounds, group_keys, is_key, name_of, quantile_of
 from dpsql.plan.model import GroupKey, KeyColumn, Measurement, Output, Plan, Selection
 from dpsql.plan.allocation import check_budget_parameters, share
 from dpsql.plan.aggregates import Need, _aggregate_signature, _default_name, needs

@@ -1,0 +1,136 @@
+"""What validation knows about a query: its Scope (SQL text, policy, table, alias, options), the
+aggregates dpsql supports, names and columns of a query, its GROUP BY keys, and argument bounds."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from sqlglot import exp
+from dpsql.errors import UnsupportedConstruct
+from dpsql.frontend.intervals import interval
+from dpsql.frontend.options import QueryOptions, number
+from dpsql.frontend.parse import span
+from dpsql.policy import ColumnPolicy, Policy, TablePolicy
+from dpsql.plan.sensitivity import MAX_BOUND
+
+
+QUANTILES = (exp.Median, exp.PercentileCont)   # MEDIAN(x); QUANTILE_CONT(x, q) = PERCENTILE_CONT(x, q)
+
+
+AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.VariancePop, exp.Variance, exp.StddevPop, exp.Stddev, exp.StddevSamp,
+              *QUANTILES)
+
+
+BOUNDED_AGGREGATES = AGGREGATES[1:]   # their argument needs a finite range
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a rule needs to know: the SQL text (for positions), the policy, and the queried table."""
+    sql: str
+    policy: Policy
+    table: TablePolicy | None = None
+    alias: str | None = None
+    options: QueryOptions = QueryOptions()
+
+    def types(self, name: str) -> str | None:
+        """The DuckDB type of a column of the queried table (None: unknown)."""
+        column = self.table.columns.get(name) if self.table is not None else None
+        return column.sql_type if column is not None else None
+
+    def refuse(self, code: str, message: str, node: exp.Expression | None, hint: str = "",
+               cls=UnsupportedConstruct, rule: str | None = None):
+        start, end = span(node, self.sql)
+        err = cls(code, message, hint=hint, sql=self.sql, start=start, end=end)
+        err.rule = rule
+        return err
+
+
+def name_of(node: exp.Expression) -> str:
+    """Lower-cased name of a column or table (DuckDB names are case-insensitive, quoted or not)."""
+    return node.name.lower()
+
+
+def output_aliases(select: exp.Select) -> set[str]:
+    return {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
+
+
+def columns_in(node: exp.Expression):
+    return [c for c in node.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
+
+
+def quantile_of(agg: exp.Expression) -> float:
+    """q of a validated MEDIAN (0.5) or QUANTILE_CONT/PERCENTILE_CONT(x, q)."""
+    return 0.5 if isinstance(agg, exp.Median) else float(number(agg.expression))
+
+
+def is_unit_count(agg: exp.Expression, scope: Scope) -> bool:
+    """COUNT(DISTINCT <privacy unit>): a noisy count of people, the one allowed use of the unit column."""
+    arg = agg.this
+    return (isinstance(agg, exp.Count) and isinstance(arg, exp.Distinct) and len(arg.expressions) == 1
+            and isinstance(arg.expressions[0], exp.Column) and not scope.table.row_level
+            and name_of(arg.expressions[0]) == scope.table.privacy_unit)
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One GROUP BY item: a column or an expression over columns, all with public keys."""
+    node: exp.Expression            # where it was written (for errors)
+    expression: exp.Expression      # the column or expression grouped on
+    columns: tuple[ColumnPolicy, ...]
+
+
+def unqualified(node: exp.Expression) -> exp.Expression:
+    return node.copy().transform(lambda n: exp.column(name_of(n)) if isinstance(n, exp.Column) else n)
+
+
+def argument_bounds(argument: exp.Expression, table) -> tuple[float, float] | None:
+    """The finite range of an aggregate's argument, by interval arithmetic over the columns' bounds."""
+    def column_bounds(name: str):
+        col = table.columns.get(name)
+        return (col.lower, col.upper) if col is not None and col.bounded else None
+    derived = interval(argument, column_bounds)
+    if derived is None or max(abs(derived[0]), abs(derived[1])) > MAX_BOUND:
+        return None
+    return derived
+
+
+def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
+    """The GROUP BY items; an ordinal or an output alias stands for that SELECT expression."""
+    group = select.args.get("group")
+    if group is None:
+        return []
+    aliases = {e.alias.lower(): e.unalias() for e in select.expressions if isinstance(e, exp.Alias)}
+    keys = []
+    for item in group.expressions:
+        node = item
+        if isinstance(item, exp.Literal) and not item.is_string and item.this.isdigit():
+            index = int(item.this)
+            if not 1 <= index <= len(select.expressions):
+                raise scope.refuse("DP102", f"GROUP BY {index}: there is no output column {index}", item)
+            node = select.expressions[index - 1].unalias()
+        elif isinstance(item, exp.Column) and not item.table and name_of(item) not in scope.table.columns \
+                and name_of(item) in aliases:
+            node = aliases[name_of(item)]
+        if isinstance(node, exp.Literal) or not list(columns_in(node)):
+            raise scope.refuse("DP304", "GROUP BY takes columns, or expressions of columns, with public keys", item)
+        cols = tuple(dict.fromkeys(scope.table.columns[name_of(c)] for c in columns_in(node)))
+        keys.append(KeySpec(node=item, expression=unqualified(node), columns=cols))
+    return keys
+
+
+def is_key(node: exp.Expression, keys: list[KeySpec]) -> bool:
+    """Whether ``node`` (outside any aggregate) is one of the GROUP BY keys, written the same way."""
+    # Callers ask this of every node of an expression: compare only nodes that could match (same
+    # root type, not much larger), or a deep expression costs quadratic time in copies.
+    candidates = [k for k in keys if type(k.expression) is type(node) and _at_most(node, 3 * _size(k.expression) + 3)]
+    if not candidates:
+        return False
+    text = unqualified(node).sql()
+    return any(k.expression.sql() == text for k in candidates)
+
+
+def _size(node: exp.Expression) -> int:
+    return sum(1 for _ in node.walk())
+
+
+def _at_most(node: exp.Expression, limit: int) -> bool:
+    return next((False for i, _ in enumerate(node.walk()) if i >= limit), True)
