@@ -22,6 +22,7 @@ from click.testing import CliRunner
 import dpsql
 from dpsql.cli import commands as cli
 from dpsql.accounting import ledger as ledgers
+from dpsql.accounting import replay
 from dpsql.accounting.budget import Cost
 from dpsql.policy import load_policy
 from dpsql.errors import BudgetExceeded, ExecutionError
@@ -258,8 +259,8 @@ def test_history_keeps_the_dp_options_and_the_bounds(files):
     assert "OPTIONS(epsilon = 0.1, max_groups_contributed = 1)" in shown.stdout
     assert "contribution_bounds_per_group => (0, 500)" in shown.stdout
     # Queries that differ only in their bounds or options are different queries.
-    assert ledgers.normalise_sql(sql) != ledgers.normalise_sql(sql.replace("(0, 500)", "(0, 50)"))
-    assert ledgers.normalise_sql(sql) != ledgers.normalise_sql(sql.replace("= 1)", "= 2)"))
+    assert replay.normalise_sql(sql) != replay.normalise_sql(sql.replace("(0, 500)", "(0, 50)"))
+    assert replay.normalise_sql(sql) != replay.normalise_sql(sql.replace("= 1)", "= 2)"))
 
 
 # --- repeated queries ----------------------------------------------------------------------------

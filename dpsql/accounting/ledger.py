@@ -20,15 +20,7 @@ total budget included, needs a new ledger path: a new ledger is a new budget, th
 A new ledger file is built under a temporary name and hard-linked into place, so a ledger file that
 exists is always complete, even when many processes create it at once.
 
-Repeated queries. An identical query (same normalised SQL and output names, epsilon, delta, policy
-and data version) is answered with the answer already released, at no cost, so averaging repeated
-answers gains nothing; ``fresh=True`` / ``--fresh`` draws anew and pays. The data version of a
-database file is the (device, inode, size, mtime_ns) of the file and of its ``.wal``, read after
-dpsql opened it read-only: DuckDB's file lock keeps writers out while dpsql holds it, and any write
-between sessions changes mtime (a copy or replace changes the inode). For a connection object the
-caller names it with ``connect(..., data_version="...")``; otherwise it is a random token, so
-answers are replayed only within that connection. A stale replay is never a privacy problem: it
-repeats an answer already paid for.
+Replay keys and data versions: ``accounting/replay.py``; the policy identity: ``accounting/identity.py``.
 
 >>> from dpsql.policy import load_policy
 >>> from dpsql.accounting.budget import Cost
@@ -45,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import hashlib
 import io
 import json
 import os
@@ -56,15 +47,14 @@ import urllib.parse
 import warnings
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
 
 import pyarrow as pa
 
 from dpsql.accounting.budget import BASIC, COMPOSITIONS, Budget, Charge, Cost, check_fits
 from dpsql.errors import DpsqlError
 from dpsql.policy import Policy
+from dpsql.accounting.identity import FORMAT, canonical, differences, policy_document, policy_identity
 
-FORMAT = "dpsql-ledger/1"
 SUFFIX = ".dpsql-ledger.sqlite"
 MEMORY = ":memory:"
 BUSY_TIMEOUT = 5.0          # seconds to wait for another process's transaction before DP405
@@ -134,53 +124,6 @@ class Ticket:
 
 # --- identities and keys -------------------------------------------------------------------------
 
-def _scalar(value: Any) -> str:
-    # YAML may give dates as keys; tag the type so "2020-01-01" the string stays distinct.
-    return f"{type(value).__name__}:{value.isoformat() if hasattr(value, 'isoformat') else value}"
-
-
-def _canonical(doc: Any) -> str:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), default=_scalar, allow_nan=False)
-
-
-def policy_document(policy: Policy) -> dict:
-    """The part of a policy a ledger is bound to: the budget and every table's declarations.
-
-    Named fields only (not ``dataclasses.asdict``), so a new policy field does not orphan old ledgers.
-    """
-    tables = {}
-    for name, t in policy.tables.items():
-        columns = {}
-        for cname, c in t.columns.items():
-            keys = None if c.keys is None else sorted(c.keys, key=_canonical)
-            columns[cname] = {"identifier": c.identifier, "type": c.type, "lower": c.lower,
-                              "upper": c.upper, "keys": keys}
-        tables[name] = {"privacy_unit": t.privacy_unit, "max_groups_per_unit": t.max_groups_per_unit,
-                        "max_rows_per_unit": t.max_rows_per_unit, "columns": columns}
-    return {"version": policy.version, "tables": tables,
-            # Plain floats: JSON prints them as Python's shortest repr, stable across versions.
-            "budget": {"epsilon": float(policy.budget_epsilon), "delta": float(policy.budget_delta)}}
-
-
-def policy_identity(policy: Policy) -> str:
-    """SHA-256 of the policy's budget and tables (hex).
-
-    >>> from dpsql.policy import load_policy
-    >>> p = {"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row"}}}
-    >>> policy_identity(load_policy(p)) == policy_identity(load_policy({**p, "default_epsilon": 0.5}))
-    True
-    """
-    return hashlib.sha256(_canonical(policy_document(policy)).encode()).hexdigest()
-
-
-def _differences(a: Any, b: Any, path: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for key in sorted(set(a) | set(b)):
-            out += _differences(a.get(key), b.get(key), f"{path}.{key}" if path else key)
-        return out
-    return [] if a == b else [path]
-
 
 def default_ledger_path(db_path) -> str:
     """Where a database file's ledger lives unless told otherwise.
@@ -189,67 +132,6 @@ def default_ledger_path(db_path) -> str:
     'data/people.duckdb.dpsql-ledger.sqlite'
     """
     return os.fspath(db_path) + SUFFIX
-
-
-def file_data_version(db_path) -> str:
-    """The version of a database file's data: (device, inode, size, mtime_ns) of it and its WAL."""
-    parts = []
-    for path in (os.fspath(db_path), os.fspath(db_path) + ".wal"):
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            parts.append("-")
-            continue
-        parts.append(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
-    return "file:" + "/".join(parts)
-
-
-def connection_data_version() -> str:
-    """A fresh token per connection object: no replay across connections whose data may differ."""
-    return "connection:" + secrets.token_hex(16)
-
-
-def normalise_sql(sql: str) -> tuple[str, tuple[str, ...]]:
-    """The query as sqlglot prints it (keywords, spacing, identifier case, comments normalised), and its
-    output names as typed (they name the result's columns).
-
-    Printed in the dpsql dialect, so the ``WITH DIFFERENTIAL_PRIVACY OPTIONS(...)`` clause and the
-    per-aggregate ``contribution_bounds_per_group/_per_row`` stay in the history and the replay key.
-
-    >>> normalise_sql("select  Sex AS N, count(*)  -- hi\\n FROM people group by sex")
-    ('SELECT sex AS n, COUNT(*) FROM people GROUP BY sex', ('N', '*'))
-    >>> normalise_sql("select with differential_privacy options(epsilon=1) sum(x, contribution_bounds_per_row=>(0,5)) from t")[0]
-    'SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) SUM(x, contribution_bounds_per_row => (0, 5)) FROM t'
-    """
-    from dpsql.frontend.parse import DIALECT, parse
-
-    statement = parse(sql)
-    try:
-        text = statement.sql(dialect=DIALECT, normalize=True, comments=False)
-    except Exception:  # noqa: BLE001 - a node the generator cannot print: match the text exactly
-        text = " ".join(sql.split())
-    names = tuple(e.alias_or_name for e in getattr(statement, "expressions", None) or ())
-    return text, names
-
-
-def replay_key(normalised: tuple[str, tuple[str, ...]], cost: Cost, identity: str, data_version: str) -> str:
-    """SHA-256 over everything that makes two queries the same release."""
-    text, names = normalised
-    doc = [FORMAT, identity, data_version, text, list(names), str(cost.epsilon), str(cost.delta)]
-    return hashlib.sha256(_canonical(doc).encode()).hexdigest()
-
-
-def plan_summary(plan) -> str:
-    """One line for the history: table, measurements, composition."""
-    measurements = ", ".join(f"{m.label} eps {m.epsilon:.4g}" for m in plan.measurements)
-    text = (f"{plan.table.name}: sequential over {len(plan.measurements)} measurement(s) "
-            f"[{measurements}]")
-    if plan.group_keys:
-        # Private keys: how many groups partition selection releases is not known before the run.
-        groups = ("the groups released by partition selection" if plan.partitions is None
-                  else f"{plan.partitions} partition(s)")
-        text += f"; parallel over {groups}, each unit in <= {plan.max_groups}"
-    return text
 
 
 _IO_HINT = ("check the path, its directory and their permissions; dpsql never recreates a ledger "
@@ -475,7 +357,7 @@ class Ledger:
                                check_same_thread=False)
 
     def _write_meta(self, db: sqlite3.Connection) -> None:
-        meta = {"format": FORMAT, "policy_identity": self.identity, "policy": _canonical(self._document),
+        meta = {"format": FORMAT, "policy_identity": self.identity, "policy": canonical(self._document),
                 "total_epsilon": str(self.total.epsilon), "total_delta": str(self.total.delta),
                 "created": _now()}
         db.execute("BEGIN")
@@ -554,15 +436,14 @@ class Ledger:
             theirs = json.loads(meta.get("policy", "{}"))
         except ValueError:
             theirs = {}
-        differences = tuple(_differences(theirs, json.loads(_canonical(self._document)))) or ("(unknown)",)
-        shown = ", ".join(differences[:4]) + (f" and {len(differences) - 4} more" if len(differences) > 4 else "")
+        changed = tuple(differences(theirs, json.loads(canonical(self._document)))) or ("(unknown)",)
+        shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
         raise LedgerError(
             "DP404", f"budget ledger {self.path} belongs to another policy (ledger policy {str(found)[:12]}, "
                      f"this policy {self.identity[:12]}; they differ in: {shown}); nothing was spent",
-            path=self.path, ledger_identity=found, policy_identity=self.identity, differences=differences,
+            path=self.path, ledger_identity=found, policy_identity=self.identity, differences=changed,
             hint="use the policy this ledger was created with, or pass a new ledger path (a new ledger "
                  "starts a new budget: the data owner's decision)")
 
 
-__all__ = ["Ledger", "LedgerError", "Ticket", "default_ledger_path", "file_data_version",
-           "connection_data_version", "normalise_sql", "replay_key", "plan_summary", "policy_identity"]
+__all__ = ["Ledger", "LedgerError", "Ticket", "default_ledger_path"]

@@ -19,6 +19,7 @@ from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.accounting.budget import Budget
 from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, PolicyError, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
+from dpsql.accounting import replay
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.parse import parse
 from dpsql.plan.build import build_plan
@@ -27,6 +28,7 @@ from dpsql.policy import Policy, load_policy
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines.duckdb_schema import bind_schema, key_tables
 from dpsql.frontend.validate import validate
+from dpsql.accounting.replay import plan_signature
 
 # DuckDB settings of the connection that runs analysts' queries. top_n_window_elimination makes the
 # per-unit `ROW_NUMBER() <= L` filter 1.6-3x slower and 2x hungrier (measured at 10M rows).
@@ -95,19 +97,6 @@ def _open(con_or_path) -> duckdb.DuckDBPyConnection:
         raise PolicyError("DP503", f"cannot open database {str(path)!r}: {e}") from None
 
 
-def plan_signature(plan: Plan) -> str:
-    """Everything about a plan that shapes what it releases, beyond its SQL text."""
-    # Every field of every measurement (the argument as SQL text: a tree's repr can be enormous).
-    parts = [repr(tuple(m.argument.sql() if name == "argument" and m.argument is not None else value
-                        for name, value in vars(m).items())) for m in plan.measurements]
-    parts += [repr((o.name, o.kind, o.column, o.measurements, o.key_index, o.lower, o.upper, o.hidden,
-                    o.expression.sql() if o.expression is not None else None, o.quantile)) for o in plan.outputs]
-    parts += [k.expression.sql() for k in plan.group_keys]
-    parts += [f"L={plan.max_groups}", f"C={plan.max_rows}", f"selection={plan.selection}",
-              f"ci={plan.confidence}", f"nonnegative={plan.nonnegative}"]
-    return ";".join(parts)
-
-
 def _choose(name: str, caller, query, default):
     """The caller's value, else the query's OPTIONS, else the policy default; two different ones conflict."""
     if caller is not None and query is not None and caller != query:
@@ -126,7 +115,7 @@ class PrivateConnection:
         self._con = con
         self.policy = policy
         self._ledger = ledger
-        self._data_version = data_version or ledgers.connection_data_version()
+        self._data_version = data_version or replay.connection_data_version()
         self._source = noise.as_random_source(rng)
         self._noise = noise.NoiseBuffer()
         self._lock = threading.Lock()
@@ -204,13 +193,13 @@ class PrivateConnection:
         with self._run_lock:
             relation = self._bind(plan)
         cost = self._ledger.cost(plan)
-        text, names = ledgers.normalise_sql(sql)
+        text, names = replay.normalise_sql(sql)
         # A replay must match everything that shapes the release: noise (bounds, sensitivities,
         # scales, L, selection) and post-processing, not only the SQL text.
         normalised = (text, names + (plan_signature(plan),))
         ticket = self._ledger.reserve(
-            cost, sql=normalised[0], plan=ledgers.plan_summary(plan), fresh=fresh, data_version=self._data_version,
-            replay_key=ledgers.replay_key(normalised, cost, self._ledger.identity, self._data_version))
+            cost, sql=normalised[0], plan=replay.plan_summary(plan), fresh=fresh, data_version=self._data_version,
+            replay_key=replay.replay_key(normalised, cost, self._ledger.identity, self._data_version))
         if ticket.replayed:
             return Result(ticket.answer, plan, replayed=True)
         try:
@@ -300,7 +289,7 @@ def connect(con_or_path, policy: str | Path | Mapping, ledger=None,
         raise PolicyError("DP502", f"cannot read the database schema: {e}") from None
     _lock_down(con)
     if is_path and data_version is None:
-        data_version = ledgers.file_data_version(con_or_path)   # read after the read-only open
+        data_version = replay.file_data_version(con_or_path)   # read after the read-only open
     return PrivateConnection(con, pol, book, rng, data_version=data_version)
 
 

@@ -1,0 +1,58 @@
+"""The ledger's identity: the canonical document of what a spend is about (the policy's budget and
+tables) and its SHA-256; the differences shown when a ledger belongs to another policy."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+from dpsql.policy import Policy
+
+FORMAT = "dpsql-ledger/1"   # the ledger file format, also part of every replay key
+
+
+def _scalar(value: Any) -> str:
+    # YAML may give dates as keys; tag the type so "2020-01-01" the string stays distinct.
+    return f"{type(value).__name__}:{value.isoformat() if hasattr(value, 'isoformat') else value}"
+
+
+def canonical(doc: Any) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), default=_scalar, allow_nan=False)
+
+
+def policy_document(policy: Policy) -> dict:
+    """The part of a policy a ledger is bound to: the budget and every table's declarations.
+
+    Named fields only (not ``dataclasses.asdict``), so a new policy field does not orphan old ledgers.
+    """
+    tables = {}
+    for name, t in policy.tables.items():
+        columns = {}
+        for cname, c in t.columns.items():
+            keys = None if c.keys is None else sorted(c.keys, key=canonical)
+            columns[cname] = {"identifier": c.identifier, "type": c.type, "lower": c.lower,
+                              "upper": c.upper, "keys": keys}
+        tables[name] = {"privacy_unit": t.privacy_unit, "max_groups_per_unit": t.max_groups_per_unit,
+                        "max_rows_per_unit": t.max_rows_per_unit, "columns": columns}
+    return {"version": policy.version, "tables": tables,
+            # Plain floats: JSON prints them as Python's shortest repr, stable across versions.
+            "budget": {"epsilon": float(policy.budget_epsilon), "delta": float(policy.budget_delta)}}
+
+
+def policy_identity(policy: Policy) -> str:
+    """SHA-256 of the policy's budget and tables (hex).
+
+    >>> from dpsql.policy import load_policy
+    >>> p = {"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row"}}}
+    >>> policy_identity(load_policy(p)) == policy_identity(load_policy({**p, "default_epsilon": 0.5}))
+    True
+    """
+    return hashlib.sha256(canonical(policy_document(policy)).encode()).hexdigest()
+
+
+def differences(a: Any, b: Any, path: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b)):
+            out += differences(a.get(key), b.get(key), f"{path}.{key}" if path else key)
+        return out
+    return [] if a == b else [path]
