@@ -12,20 +12,19 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import csv
-import datetime
-import decimal
-import io
 import json
-import math
 import os
 import sys
-import uuid
-from typing import Any, Iterator, Sequence
+from typing import Iterator
 
 import click
 
+import dpsql
+from dpsql.accounting.ledger import MEMORY, Ledger, default_ledger_path
+from dpsql.cli import demo as demo_module
 from dpsql.errors import DpsqlError
+from dpsql.cli.render import render_budget, render_csv, render_json, render_table
+from dpsql.policy import load_policy
 
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
@@ -123,7 +122,6 @@ def _read_sql(sql: str) -> str:
 
 
 def _connect(db_path: str, policy_path: str, **kwargs):
-    import dpsql
 
     with _reporting_errors(show_details=True):
         return dpsql.connect(db_path, policy=policy_path, **kwargs)
@@ -203,7 +201,6 @@ def explain(sql, db_path, policy_path, epsilon, delta, ledger):
         dpsql explain "SELECT sex, SUM(income) AS total FROM people GROUP BY sex" \\
             --db people.duckdb --policy policy.yaml --epsilon 0.5
     """
-    from dpsql.accounting.ledger import MEMORY
 
     del ledger   # see its --help: a plan is never charged, so no ledger is read
     text = _read_sql(sql)
@@ -234,8 +231,6 @@ def budget(policy_path, ledger, db_path, fmt):
         dpsql budget --policy policy.yaml --db people.duckdb
         dpsql budget --policy policy.yaml --ledger budget.sqlite --format json
     """
-    from dpsql.accounting.ledger import Ledger, default_ledger_path
-    from dpsql.policy import load_policy
 
     if ledger is None and db_path is None:
         raise click.UsageError("pass --ledger FILE, or --db FILE.duckdb for its default ledger")
@@ -271,169 +266,12 @@ def demo(directory, rows):
             "SELECT clinic, COUNT(*) AS n FROM visits GROUP BY clinic" \\
             --db ./dpsql-demo/demo.duckdb --policy ./dpsql-demo/policy.yaml
     """
-    from dpsql.cli import demo as demo_module
 
     with _reporting_errors(show_details=True):
         demo_module.run(dir=directory, out=click.echo, rows=rows)
 
 
 # --- output formats ------------------------------------------------------------------------------
-
-def _amount(x: float) -> str:
-    return f"{x:.12g}"
-
-
-def render_budget(state, exists: bool = True) -> str:
-    """The budget as text: totals, then one line per charged query.
-
-    >>> from dpsql.accounting.budget import Budget
-    >>> print(render_budget(Budget(1.0, 1e-6, 0.25, 0.0, ledger="b.sqlite"), exists=False), end="")
-    ledger b.sqlite (no file yet: nothing spent)
-               epsilon  delta
-    ---------  -------  -----
-    total      1        1e-06
-    spent      0.25     0
-    remaining  0.75     1e-06
-    """
-    note = "" if exists else " (no file yet: nothing spent)"
-    out = [f"ledger {state.ledger}{note}"]
-    out.append(render_table(["", "epsilon", "delta"], [
-        (label, _amount(eps), _amount(dlt)) for label, eps, dlt in (
-            ("total", state.total_epsilon, state.total_delta),
-            ("spent", state.spent_epsilon, state.spent_delta),
-            ("remaining", state.remaining_epsilon, state.remaining_delta))]).rstrip().rsplit("\n", 1)[0])
-    if state.history:
-        counts = {s: sum(c.status == s for c in state.history) for s in ("released", "failed", "reserved")}
-        replays = sum(c.replays for c in state.history)
-        out.append(f"charged queries: {state.queries} ({counts['released']} released, {counts['failed']} failed "
-                   f"after the charge, {counts['reserved']} reserved: running or interrupted, counted as spent); "
-                   f"repeats answered again at no cost: {replays}")
-        out.append("history:")
-        out.append(render_table(["id", "time", "status", "epsilon", "delta", "replays", "sql", "plan"], [
-            (c.id, c.time, c.status, _amount(c.epsilon), _amount(c.delta), c.replays, c.sql, c.plan)
-            for c in state.history]).rstrip().rsplit("\n", 1)[0])
-    return "\n".join(out) + "\n"
-
-
-def to_json_value(value: Any) -> Any:
-    """Convert one result cell to a JSON value; numbers stay numbers.
-
-    >>> to_json_value(decimal.Decimal("2.50")), to_json_value(decimal.Decimal("3"))
-    (2.5, 3)
-    """
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, decimal.Decimal):
-        if not value.is_finite():
-            return None
-        return int(value) if value == value.to_integral_value() and value.as_tuple().exponent >= 0 \
-            else float(value)
-    if hasattr(value, "dtype") and hasattr(value, "item"):  # numpy scalars and 0-d arrays
-        return to_json_value(value.item())
-    if isinstance(value, (datetime.date, datetime.time, datetime.datetime)):
-        return value.isoformat()
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): to_json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json_value(v) for v in value]
-    return str(value)
-
-
-def _unique_keys(columns: Sequence[str]) -> list[str]:
-    """Output names as JSON keys; a repeated name gets a ``_2``, ``_3`` suffix instead of
-    silently overwriting the earlier column's value."""
-    keys: list[str] = []
-    for name in map(str, columns):
-        key, n = name, 1
-        while key in keys:
-            n += 1
-            key = f"{name}_{n}"
-        keys.append(key)
-    return keys
-
-
-def render_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """One JSON array, one object per row, keyed by output column name."""
-    keys = _unique_keys(columns)
-    data = [{k: to_json_value(v) for k, v in zip(keys, row)} for row in rows]
-    return json.dumps(data, indent=2, allow_nan=False) + "\n"
-
-
-def render_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """RFC 4180 CSV with a header row; NULL is an empty field."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow(["" if v is None else _csv_cell(v) for v in row])
-    return buffer.getvalue()
-
-
-def _csv_cell(value: Any) -> Any:
-    value = to_json_value(value)
-    if isinstance(value, (dict, list)):
-        return json.dumps(value)
-    return value
-
-
-def format_cell(value: Any) -> str:
-    """Human-readable text for one table cell: NULL, and floats rounded for reading."""
-    value = to_json_value(value)
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        if value == 0:
-            return "0"
-        if abs(value) >= 1e15:
-            return f"{value:.6g}"
-        return f"{value:.2f}" if abs(value) >= 1 else f"{value:.4g}"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value)
-    return str(value)
-
-
-def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """An aligned text table: numbers right-aligned, text left-aligned, then a row count.
-
-    >>> print(render_table(["sex", "n"], [("F", 10.5), ("M", 9)]), end="")
-    sex      n
-    ---  -----
-    F    10.50
-    M        9
-    (2 rows)
-    """
-    header = [str(c) for c in columns]
-    cells = [[format_cell(v) for v in row] for row in rows]
-    numeric = [bool(rows) and all(_is_number_or_null(row[i]) for row in rows)
-               for i in range(len(header))]
-    widths = [max([len(header[i])] + [len(r[i]) for r in cells]) for i in range(len(header))]
-
-    def line(values):
-        parts = [v.rjust(w) if numeric[i] else v.ljust(w)
-                 for i, (v, w) in enumerate(zip(values, widths))]
-        return "  ".join(parts).rstrip()
-
-    out = [line(header), line(["-" * w for w in widths])]
-    out += [line(r) for r in cells]
-    out.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
-    return "\n".join(out) + "\n"
-
-
-def _is_number_or_null(value: Any) -> bool:
-    value = to_json_value(value)
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 RENDERERS = {"table": render_table, "csv": render_csv, "json": render_json}

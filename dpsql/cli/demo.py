@@ -25,7 +25,12 @@ from typing import Any, Callable, Sequence
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 import yaml
+
+import dpsql
+from dpsql.cli.render import render_table
+from dpsql.errors import DpsqlError
 
 DB_NAME = "demo.duckdb"
 POLICY_NAME = "policy.yaml"
@@ -155,7 +160,6 @@ def _visits(rng: np.random.Generator, person_ids: Sequence[int]) -> dict[str, li
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, list]) -> None:
-    import pyarrow as pa
 
     staged = pa.table(columns)  # noqa: F841 - DuckDB scans the local Arrow table by name
     con.execute(f"INSERT INTO {table} SELECT {', '.join(columns)} FROM staged")
@@ -226,9 +230,6 @@ def _tour(directory: Path, out: Callable[[str], Any], rows: int, seed: int,
 
 def _examples(owner: duckdb.DuckDBPyConnection, policy_path: Path, db_path: Path,
               directory_given: bool, out: Callable[[str], Any]) -> list:
-    import dpsql
-    from dpsql.cli.commands import render_table
-    from dpsql.errors import DpsqlError
 
     exact = []
     for _, sql, *_ in EXAMPLES:
