@@ -16,11 +16,9 @@ from hypothesis import given, strategies as st
 from scipy import stats
 
 from dpsql.mechanisms import discrete_laplace as noise
-from dpsql.mechanisms.discrete_laplace import (
-    GeneratorRandomSource, RandomSource, SystemRandomSource, as_random_source,
-    discrete_laplace, discrete_laplace_bound, discrete_laplace_cdf_tail, discrete_laplace_pmf,
-    dyadic_scale,
-)
+from dpsql.mechanisms import randomness
+from dpsql.mechanisms.discrete_laplace import discrete_laplace, discrete_laplace_bound, discrete_laplace_cdf_tail, discrete_laplace_pmf, dyadic_scale
+from dpsql.mechanisms.randomness import GeneratorRandomSource, RandomSource, SystemRandomSource, as_random_source
 
 SEEDED_ALPHA = 1e-3   # seeded chi-squared tests require p > 0.001 (deterministic given the seed)
 SYSTEM_ALPHA = 1e-9   # unseeded: a correct sampler fails with probability ~1e-9
@@ -132,7 +130,7 @@ def test_invalid_size_raises(size):
 def test_sampling_path_has_no_floating_point_or_weak_randomness():
     """The Mironov (2012) rule: no true division, float literal, float(), log/exp or numpy/stdlib
     PRNG anywhere between the OS bytes and the noise."""
-    sampling = [noise.SystemRandomSource, noise._check_bounds, noise._bernoulli_ratio,
+    sampling = [randomness.SystemRandomSource, randomness._check_bounds, noise._bernoulli_ratio,
                 noise._bernoulli_exp, noise._bernoulli_exp_minus_one,
                 noise._geometric_exp_minus_one, noise._floor_div, noise.discrete_laplace]
     forbidden_names = {"log", "log1p", "exp", "expm1", "float", "float64", "random", "seed"}
@@ -375,9 +373,9 @@ def test_the_noise_buffer_hands_each_draw_out_once_in_the_order_drawn():
     # Chunks of one scale come from one batch in order; a new scale gets its own batch; clear() drops
     # what is left, so the next query starts a new batch.
     buffer = noise.NoiseBuffer()
-    source = noise.GeneratorRandomSource(np.random.default_rng(7))
+    source = randomness.GeneratorRandomSource(np.random.default_rng(7))
     chunks = [buffer.take(source, 3.0, n) for n in (5, 2000, 100)]
-    reference = noise.discrete_laplace(noise.GeneratorRandomSource(np.random.default_rng(7)), 3.0, 2048)
+    reference = noise.discrete_laplace(randomness.GeneratorRandomSource(np.random.default_rng(7)), 3.0, 2048)
     assert np.array_equal(np.concatenate(chunks[:2]), reference[:2005])
     assert np.array_equal(chunks[2][:43], reference[2005:])   # the first batch runs out, a second one follows
     buffer.clear()
@@ -386,7 +384,7 @@ def test_the_noise_buffer_hands_each_draw_out_once_in_the_order_drawn():
 
 def test_buffered_noise_in_vector_sized_chunks_is_discrete_laplace():
     buffer = noise.NoiseBuffer()
-    source = noise.GeneratorRandomSource(np.random.default_rng(11))
+    source = randomness.GeneratorRandomSource(np.random.default_rng(11))
     draws = np.concatenate([buffer.take(source, 2.0, 2048) for _ in range(50)])
     values, counts = np.unique(np.clip(draws, -12, 12), return_counts=True)
     expected = noise.discrete_laplace_pmf(2.0, np.arange(-12, 13)) * draws.size

@@ -98,12 +98,12 @@ def test_variance_and_stddev_are_never_negative_nor_above_what_the_bounds_allow(
 def test_centred_avg_has_lower_error_than_sum_over_count_at_equal_epsilon(epsilon):
     """Over 3000 groups, dpsql's AVG (midpoint + centred sum / count) beats the textbook noisy SUM /
     noisy COUNT with the same budget split, simulated exactly (discrete Laplace on the same grid)."""
-    from dpsql.mechanisms import discrete_laplace as noise
+    from dpsql.mechanisms import discrete_laplace as noise, randomness
     db, exact = connection()
     res = db.sql("SELECT k, AVG(v) AS a FROM t GROUP BY k", epsilon=epsilon)
     dpsql_errors = np.array([a - exact[k][2] for k, a in res.fetchall()])
     # Textbook: sum with sensitivity max(|lo|, |hi|) = 10, count 1, epsilon 0.25 each, same clamp.
-    source = noise.GeneratorRandomSource(np.random.default_rng(99))
+    source = randomness.GeneratorRandomSource(np.random.default_rng(99))
     n = np.array([exact[k][0] for k in sorted(exact)], dtype=float)
     s = np.array([exact[k][1] for k in sorted(exact)])
     noisy_s = s + noise.discrete_laplace(source, 10 / (epsilon / 2), len(s))

@@ -15,6 +15,7 @@ from scipy import stats
 
 import dpsql
 from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.mechanisms import randomness
 from dpsql.lower.quantile import ALPHA
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH
 from conftest import refusal
@@ -177,7 +178,7 @@ def test_released_medians_follow_the_simulated_mechanism():
     reference, two-sample KS test, rejected only if p < 0.001."""
     db = connection({f"g{i}": SMALL for i in range(1500)})
     released = [m for _, m in db.sql("SELECT k, MEDIAN(v) FROM t GROUP BY k", epsilon=1.0).fetchall()]
-    source = noise.GeneratorRandomSource(np.random.default_rng(5))
+    source = randomness.GeneratorRandomSource(np.random.default_rng(5))
     leaves = np.floor(np.array(SMALL) / 100 * 65536).astype(np.int64)
     simulated = reference_quantiles(leaves, 0.5, TREE_DEPTH / 1.0, 0.0, 100.0, source, 1500)
     assert stats.ks_2samp(released, simulated).pvalue > 0.001

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dpsql
-from dpsql.plan.sensitivity import selection_probability
+from dpsql.mechanisms.discrete_laplace import selection_probability
 
 from conftest import refusal
 

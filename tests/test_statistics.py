@@ -13,6 +13,7 @@ from scipy import stats
 
 import dpsql
 from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.mechanisms import randomness
 
 GROUPS = 3000
 
@@ -107,4 +108,4 @@ def test_default_noise_comes_from_the_os_and_is_not_reproducible():
     db = dpsql.connect(con, ledger=":memory:", policy=policy)
     sql = "SELECT k, COUNT(*) FROM t GROUP BY k"
     assert db.sql(sql, fresh=True).fetchall() != db.sql(sql, fresh=True).fetchall()
-    assert isinstance(db._source, noise.SystemRandomSource)
+    assert isinstance(db._source, randomness.SystemRandomSource)

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import Budget
 from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, PolicyError, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
@@ -111,12 +112,12 @@ class PrivateConnection:
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, policy: Policy, ledger: ledgers.Ledger,
-                 rng: np.random.Generator | noise.RandomSource | None = None, *, data_version: str | None = None):
+                 rng: np.random.Generator | randomness.RandomSource | None = None, *, data_version: str | None = None):
         self._con = con
         self.policy = policy
         self._ledger = ledger
         self._data_version = data_version or replay.connection_data_version()
-        self._source = noise.as_random_source(rng)
+        self._source = randomness.as_random_source(rng)
         self._noise = noise.NoiseBuffer()
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()   # one DuckDB connection runs one query at a time
@@ -249,7 +250,7 @@ class PrivateConnection:
 
 
 def connect(con_or_path, policy: str | Path | Mapping, ledger=None,
-            rng: np.random.Generator | noise.RandomSource | None = None, *,
+            rng: np.random.Generator | randomness.RandomSource | None = None, *,
             data_version: str | None = None) -> PrivateConnection:
     """Open a differentially private connection over a DuckDB database.
 

@@ -3,7 +3,7 @@ non-negative clamps) and the final SELECT (HAVING, ORDER BY with keys as tie-bre
 from __future__ import annotations
 
 from sqlglot import exp
-from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.mechanisms.base import mechanism
 from dpsql.lower import quantile
 from dpsql.plan.model import Measurement, Plan
 from dpsql.lower.sql import alias, case_when, cast, col, fn, num
@@ -33,7 +33,7 @@ def noisy_total(m: Measurement) -> exp.Expression:
 
 def half_width(m: Measurement, confidence: float) -> float:
     """The exact half-width of the noise's central interval at ``confidence``, in output units."""
-    return noise.discrete_laplace_bound(m.scale, confidence) * m.granularity
+    return mechanism(m.mechanism).error_bound(m.scale, confidence) * m.granularity
 
 
 def has_interval(plan: Plan, o) -> bool:

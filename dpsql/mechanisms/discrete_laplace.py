@@ -14,14 +14,13 @@ sampling path. Floats appear only in the pmf, tail and bound helpers used for er
 from __future__ import annotations
 
 import math
-import os
 from fractions import Fraction
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from dpsql.mechanisms.randomness import GeneratorRandomSource, RandomSource  # noqa: F401 (the doctest)
+
 __all__ = [
-    "RandomSource", "SystemRandomSource", "GeneratorRandomSource", "as_random_source",
     "dyadic_scale", "discrete_laplace", "discrete_laplace_cdf_tail", "discrete_laplace_bound",
     "discrete_laplace_pmf",
 ]
@@ -29,126 +28,10 @@ __all__ = [
 _INT64_MAX = 2**63 - 1
 _MAX_NUMERATOR = 2**50   # dyadic numerators stay below this, so n * K fits int64 for K < 2**13
 _MAX_LOG2_DENOMINATOR = 30
-_BATCH_WORDS = 4096      # small requests are served from one 32 KiB os.urandom read
 _FACT20 = math.factorial(20)  # largest factorial below 2**63
 # 20!/j! for j = 20, 19, ..., 1 (ascending): P(uniform [0, 20!) < 20!/j!) = 1/j! exactly.
 _FACT20_THRESHOLDS = np.array([_FACT20 // math.factorial(j) for j in range(20, 0, -1)],
                               dtype=np.int64)
-
-
-@runtime_checkable
-class RandomSource(Protocol):
-    """Where noise gets its randomness: unbiased uniform integers, elementwise."""
-
-    def below(self, n: np.ndarray) -> np.ndarray:
-        """Elementwise uniform integers in [0, n) (n: int64/uint64 array, all >= 1), unbiased."""
-        ...
-
-
-def _check_bounds(n) -> np.ndarray:
-    """Validate ``below``'s argument: an int64/uint64 array with every element >= 1.
-
-    >>> _check_bounds(np.array([1, 5])).dtype
-    dtype('int64')
-    """
-    n = np.asarray(n)
-    if n.dtype != np.uint64:
-        if n.dtype.kind not in "iu":
-            raise TypeError(f"below() needs an integer array, got dtype {n.dtype}")
-        n = n.astype(np.int64)
-    if n.size and n.min() < 1:
-        raise ValueError(f"below() needs every bound >= 1, got minimum {n.min()}")
-    return n
-
-
-class SystemRandomSource:
-    """Unbiased uniform integers from ``os.urandom`` (the OS CSPRNG): the default, and the only
-    source fit for real releases. Not thread-safe: give each thread its own.
-
-    >>> out = SystemRandomSource().below(np.array([1, 10, 2**62]))
-    >>> bool(out[0] == 0 and out[1] < 10 and out[2] < 2**62)
-    True
-    """
-
-    def __init__(self) -> None:
-        self._buffer = np.empty(0, dtype=np.uint64)
-        self._pid = os.getpid()
-
-    def _words(self, m: int) -> np.ndarray:
-        """``m`` uniform uint64 words; small requests share one buffered read to save syscalls."""
-        if m >= _BATCH_WORDS:
-            return np.frombuffer(os.urandom(8 * m), dtype=np.uint64)
-        # A forked child inherits the buffer: drop it, or parent and child would draw equal noise.
-        if m > self._buffer.size or os.getpid() != self._pid:
-            self._buffer = np.frombuffer(os.urandom(8 * _BATCH_WORDS), dtype=np.uint64)
-            self._pid = os.getpid()
-        words, self._buffer = self._buffer[:m], self._buffer[m:]
-        return words
-
-    def below(self, n: np.ndarray) -> np.ndarray:
-        """Elementwise uniform integers in [0, n), by modulo with rejection on uint64 words.
-
-        >>> SystemRandomSource().below(np.ones(3, dtype=np.int64)).tolist()
-        [0, 0, 0]
-        """
-        n = _check_bounds(n)
-        bound = np.ascontiguousarray(n).reshape(-1).view(np.uint64)  # n >= 1, so the view is exact
-        # Accept x only if the whole block of n values containing x fits below 2**64: then x % n is
-        # exactly uniform (no modulo bias). Uint64 arithmetic wraps, so 0 - n is 2**64 - n.
-        words = self._words(bound.size)
-        out = words % bound
-        rejected = np.flatnonzero(words - out > np.uint64(0) - bound)
-        while rejected.size:  # probability < n / 2**64 per element
-            words = self._words(rejected.size)
-            redo = words % bound[rejected]
-            ok = words - redo <= np.uint64(0) - bound[rejected]
-            out[rejected[ok]] = redo[ok]
-            rejected = rejected[~ok]
-        return out.view(n.dtype).reshape(n.shape)
-
-
-class GeneratorRandomSource:
-    """Uniform integers from a seeded numpy ``Generator``: for reproducible tests only, since
-    PCG64's state can be recovered from its outputs.
-
-    >>> GeneratorRandomSource(np.random.default_rng(0)).below(np.array([1, 1])).tolist()
-    [0, 0]
-    """
-
-    def __init__(self, generator: np.random.Generator):
-        if not isinstance(generator, np.random.Generator):
-            raise TypeError(f"GeneratorRandomSource needs a numpy Generator, got {type(generator).__name__}")
-        self.generator = generator
-
-    def below(self, n: np.ndarray) -> np.ndarray:
-        """Elementwise uniform integers in [0, n) via ``Generator.integers`` (unbiased rejection)."""
-        n = _check_bounds(n)
-        if n.size == 0:
-            return np.empty(n.shape, dtype=n.dtype)
-        return self.generator.integers(0, n, dtype=n.dtype)
-
-
-def as_random_source(rng: np.random.Generator | RandomSource | None) -> RandomSource:
-    """Normalise the ``rng`` argument of the public API into a RandomSource.
-
-    Args:
-        rng: None for the OS CSPRNG (use this for real releases), a numpy ``Generator`` (tests
-            only), or any object with a ``below`` method.
-
-    Raises:
-        TypeError: for anything else (notably the legacy ``np.random.RandomState``).
-
-    Example:
-        >>> type(as_random_source(None)).__name__
-        'SystemRandomSource'
-    """
-    if rng is None:
-        return SystemRandomSource()
-    if isinstance(rng, np.random.Generator):
-        return GeneratorRandomSource(rng)
-    if isinstance(rng, RandomSource):
-        return rng
-    raise TypeError(f"rng must be None, a numpy Generator or a RandomSource, got {type(rng).__name__}")
 
 
 def dyadic_scale(scale: float) -> Fraction:
@@ -429,3 +312,35 @@ class NoiseBuffer:
             left = np.concatenate([left, discrete_laplace(source, scale, max(batch, size - left.size))])
         self._left[t] = left[size:]
         return left[:size]
+
+
+def selection_threshold(scale: float, max_groups: int, delta: float) -> int:
+    """tau for DP partition selection: release a group iff its noisy unit count is >= tau.
+
+    Korolova et al. 2009; Wilson et al. 2020 ("Differentially private SQL with bounded user
+    contribution", sec. 3), with discrete Laplace noise of scale t on counts of sensitivity L: a
+    group that only one unit holds has count 1 and is released with probability
+    P(Z >= tau - 1) = q^(tau-1) / (1 + q), q = exp(-1/t); that unit reaches <= L such groups, so
+    requiring q^(tau-1) / (1 + q) <= delta / L bounds the chance of any such release by delta.
+    Groups present in both neighbours are covered by the epsilon of the noisy counts.
+
+    >>> selection_threshold(1.0, 1, 1e-6)   # P(Z >= 14) = e^-14 / (1 + e^-1) = 6.1e-7 <= 1e-6
+    15
+    """
+    if not 0 < delta < 1:
+        raise ValueError(f"partition selection needs 0 < delta < 1, got {delta}")
+    q = math.exp(-1.0 / scale)
+    tau = 1 + max(0, math.ceil(scale * math.log(max_groups / (delta * (1 + q)))))
+    # Guard the float rounding of the closed form: step up until the bound holds with margin.
+    while q ** (tau - 1) / (1 + q) > delta / max_groups * (1 - 1e-9):
+        tau += 1
+    return tau
+
+
+def selection_probability(count: int, scale: float, tau: int) -> float:
+    """P(count + Z >= tau) for Z discrete Laplace of scale t: the chance a group of `count` units is released."""
+    q = math.exp(-1.0 / scale)
+    k = tau - count
+    if k <= 0:
+        return 1.0 - q ** (-k + 1) / (1 + q)
+    return q ** k / (1 + q)

@@ -13,16 +13,14 @@ with its sensitivity and share of epsilon, partition selection, and HAVING/ORDER
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 from sqlglot import exp
 
-from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.errors import InvalidParameter, PrivacyViolation
 from dpsql.policy import TablePolicy
 from dpsql.frontend.options import aggregate_bounds
-from dpsql.plan.sensitivity import (count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity,
-                          selection_threshold, sum_sensitivity, unit_total_sensitivity)
+from dpsql.plan.sensitivity import count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity, sum_sensitivity, unit_total_sensitivity
+from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism
 from dpsql.frontend.scope import AGGREGATES, Scope, argument_bounds, group_keys, is_key, name_of, quantile_of
 from dpsql.plan.model import GroupKey, KeyColumn, Measurement, Output, Plan, Selection
 from dpsql.plan.allocation import check_budget_parameters, share
@@ -48,11 +46,10 @@ def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: T
         g, sens = 1.0, unit_total_sensitivity(L, grid_bound(need.lower, need.upper, 1.0))
     else:
         g, sens = 1.0, count_sensitivity(L, C)
-    # Exact: the scale is the dyadic rational just above sensitivity / epsilon, computed in fractions.
     if epsilon <= 0:
         raise InvalidParameter("DP401", "epsilon is too small to share between this query's aggregates")
     try:
-        scale = float(noise.dyadic_scale(Fraction(sens) / Fraction(epsilon)))
+        scale = DISCRETE_LAPLACE.calibrate(sens, epsilon)
     except (ValueError, OverflowError, ZeroDivisionError):
         raise InvalidParameter("DP401", f"epsilon {epsilon:g} is too small: the noise would exceed what the "
                                "sampler supports (scale < 2**50)") from None
@@ -234,7 +231,7 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     if private:
         units = next(m for m in measurements if m.kind == "units")
         try:
-            threshold = selection_threshold(units.scale, L, delta)
+            threshold = mechanism(units.mechanism).selection_threshold(units.scale, L, delta)
         except (ValueError, OverflowError):
             raise InvalidParameter("DP401", f"delta {delta:g} is too small for partition selection") from None
         selection = Selection(measurement=units.name, epsilon=units.epsilon, delta=delta, threshold=threshold)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from fractions import Fraction
 from sqlglot import exp
-from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.mechanisms.base import MECHANISMS, mechanism
 from dpsql.errors import InternalError
 from dpsql.plan.explain import CONFIDENCE, explain_text
 from dpsql.policy import TablePolicy
@@ -47,14 +46,14 @@ class Measurement:
         if self.kind not in ("count", "count_col", "sum", "count_units", "units", "distinct", "quantile") or \
                 self.bounding not in ("rows", "unit_total", "unit_mean"):
             raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug")
-        if not (self.epsilon > 0 and self.sensitivity >= 0 and
-                Fraction(self.scale) * Fraction(self.epsilon) >= self.sensitivity):
+        if self.mechanism not in MECHANISMS or not mechanism(self.mechanism).covers(
+                self.sensitivity, self.scale, self.epsilon):
             raise InternalError("DP999", f"measurement {self.name} is under-noised: this is probably a bug")
 
     @property
     def error(self) -> float:
         """Half-width of the interval that holds the noise with probability CONFIDENCE, in output units."""
-        return noise.discrete_laplace_bound(self.scale, CONFIDENCE) * self.granularity
+        return mechanism(self.mechanism).error_bound(self.scale, CONFIDENCE) * self.granularity
 
     @property
     def label(self) -> str:

@@ -85,33 +85,3 @@ def quantile_tree_sensitivity(max_groups: int, max_rows: int, depth: int = TREE_
     return depth * max_groups * max_rows
 
 
-def selection_threshold(scale: float, max_groups: int, delta: float) -> int:
-    """tau for DP partition selection: release a group iff its noisy unit count is >= tau.
-
-    Korolova et al. 2009; Wilson et al. 2020 ("Differentially private SQL with bounded user
-    contribution", sec. 3), with discrete Laplace noise of scale t on counts of sensitivity L: a
-    group that only one unit holds has count 1 and is released with probability
-    P(Z >= tau - 1) = q^(tau-1) / (1 + q), q = exp(-1/t); that unit reaches <= L such groups, so
-    requiring q^(tau-1) / (1 + q) <= delta / L bounds the chance of any such release by delta.
-    Groups present in both neighbours are covered by the epsilon of the noisy counts.
-
-    >>> selection_threshold(1.0, 1, 1e-6)   # P(Z >= 14) = e^-14 / (1 + e^-1) = 6.1e-7 <= 1e-6
-    15
-    """
-    if not 0 < delta < 1:
-        raise ValueError(f"partition selection needs 0 < delta < 1, got {delta}")
-    q = math.exp(-1.0 / scale)
-    tau = 1 + max(0, math.ceil(scale * math.log(max_groups / (delta * (1 + q)))))
-    # Guard the float rounding of the closed form: step up until the bound holds with margin.
-    while q ** (tau - 1) / (1 + q) > delta / max_groups * (1 - 1e-9):
-        tau += 1
-    return tau
-
-
-def selection_probability(count: int, scale: float, tau: int) -> float:
-    """P(count + Z >= tau) for Z discrete Laplace of scale t: the chance a group of `count` units is released."""
-    q = math.exp(-1.0 / scale)
-    k = tau - count
-    if k <= 0:
-        return 1.0 - q ** (-k + 1) / (1 + q)
-    return q ** k / (1 + q)
