@@ -24,7 +24,6 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -60,9 +59,7 @@ def _function(db: PrivateConnection, noise: str) -> str:
     names = db.__dict__.setdefault("_testing_functions", {})
     if noise not in names:
         names[noise] = f"dpsql_{noise}_{secrets.token_hex(6)}"
-        bigint = duckdb.sqltype("BIGINT")
-        db._con.create_function(names[noise], _identity if noise == "identity" else _zero, [bigint] * 3, bigint,
-                                type="arrow", side_effects=True)
+        db._engine.register_noise(names[noise], _identity if noise == "identity" else _zero)
     return names[noise]
 
 
@@ -81,6 +78,7 @@ def run(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: fl
     (``duckdb.Error``): for these tests any such error is a finding.
     """
     plan = lower(db, sql, epsilon, delta, noise=noise, sampling=sampling, stage=stage, **options)
-    with db._run_lock:
-        table = db._con.sql(plan.rewritten_sql).to_arrow_table()
-    return Exact(plan, table)
+    engine = db._engine
+    with engine.run_lock:
+        relation = engine.con.sql(plan.rewritten_sql)   # a binder error propagates as duckdb.Error too
+    return Exact(plan, engine.run(relation))

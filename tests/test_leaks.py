@@ -252,7 +252,7 @@ def attempt(db: dpsql.PrivateConnection, sql: str, *, noise: str, stage: str) ->
         plan = testing.lower(db, sql, noise=noise, sampling="hash", stage=stage)
     except dpsql.DpsqlError as err:
         return Outcome("refused", err.code, detail=err.message)
-    with db._run_lock:
+    with db._engine.run_lock:
         try:
             relation = db._con.sql(plan.rewritten_sql)
         except duckdb.Error as err:

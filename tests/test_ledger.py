@@ -173,7 +173,7 @@ class FailingSource:
 def test_the_spend_is_on_disk_before_duckdb_runs(files):
     db_path, policy, ledger = files
     db = dpsql.connect(db_path, policy=policy, ledger=ledger)
-    db._con = spy = _Spy(db._con, ledger)
+    db._engine.con = spy = _Spy(db._engine.con, ledger)
     db.sql(COUNT, epsilon=0.25)
     (before,) = spy.seen
     assert [(status, eps) for _, status, eps, _, _ in before] == [("reserved", "0.25")]

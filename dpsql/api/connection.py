@@ -18,7 +18,7 @@ import pyarrow as pa
 from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import Budget
-from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, PolicyError, UnsupportedConstruct
+from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
 from dpsql.accounting import replay
 from dpsql.frontend.flatten import flatten
@@ -27,18 +27,9 @@ from dpsql.plan.build import build_plan
 from dpsql.plan.model import Plan
 from dpsql.policy import Policy, load_policy
 from dpsql.lower.rewrite import rewrite
-from dpsql.engines.duckdb_schema import bind_schema, key_tables
+from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.frontend.validate import validate
 from dpsql.accounting.replay import plan_signature
-
-# DuckDB settings of the connection that runs analysts' queries. top_n_window_elimination makes the
-# per-unit `ROW_NUMBER() <= L` filter 1.6-3x slower and 2x hungrier (measured at 10M rows).
-LOCKDOWN = (
-    ("disabled_optimizers", "top_n_window_elimination"),
-    ("enable_external_access", False),
-    ("lock_configuration", True),
-)
-
 
 class Result:
     """A released answer, materialised once: reading it twice gives the same numbers.
@@ -75,29 +66,6 @@ class Result:
         return f"<dpsql.Result {len(self._table)} rows x {self._table.num_columns} columns: {self.columns}>"
 
 
-def _lock_down(con: duckdb.DuckDBPyConnection) -> None:
-    for name, value in LOCKDOWN:
-        current = con.execute("SELECT current_setting(?)", [name]).fetchall()[0][0]
-        if str(current).lower() == str(value).lower():
-            continue
-        try:
-            con.execute(f"SET {name} = {'true' if value is True else 'false' if value is False else repr(value)}")
-        except duckdb.Error as e:
-            raise PolicyError("DP503", f"cannot lock down the DuckDB connection ({name}): {e}") from None
-
-
-def _open(con_or_path) -> duckdb.DuckDBPyConnection:
-    if isinstance(con_or_path, duckdb.DuckDBPyConnection):
-        return con_or_path
-    path = Path(con_or_path)
-    if not path.exists():
-        raise PolicyError("DP503", f"database file {str(path)!r} does not exist")
-    try:
-        return duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as e:
-        raise PolicyError("DP503", f"cannot open database {str(path)!r}: {e}") from None
-
-
 def _choose(name: str, caller, query, default):
     """The caller's value, else the query's OPTIONS, else the policy default; two different ones conflict."""
     if caller is not None and query is not None and caller != query:
@@ -106,25 +74,27 @@ def _choose(name: str, caller, query, default):
 
 
 class PrivateConnection:
-    """Answers aggregate SQL with differential privacy over a locked-down DuckDB connection.
+    """Answers aggregate SQL with differential privacy over a locked-down engine (DuckDB today).
 
     Use ``dpsql.connect`` to make one.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, policy: Policy, ledger: ledgers.Ledger,
+    def __init__(self, engine: DuckDBEngine, policy: Policy, ledger: ledgers.Ledger,
                  rng: np.random.Generator | randomness.RandomSource | None = None, *, data_version: str | None = None):
-        self._con = con
+        self._engine = engine
         self.policy = policy
         self._ledger = ledger
         self._data_version = data_version or replay.connection_data_version()
         self._source = randomness.as_random_source(rng)
         self._noise = noise.NoiseBuffer()
         self._lock = threading.Lock()
-        self._run_lock = threading.Lock()   # one DuckDB connection runs one query at a time
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
-        con.create_function(self._noise_function, self._noise_udf,
-                            [duckdb.sqltype("BIGINT"), duckdb.sqltype("BIGINT"), duckdb.sqltype("BIGINT")],
-                            duckdb.sqltype("BIGINT"), type="arrow", side_effects=True)
+        engine.register_noise(self._noise_function, self._noise_udf)
+
+    @property
+    def _con(self) -> duckdb.DuckDBPyConnection:
+        """The engine's DuckDB connection (tests of the lock-down and the engine read it)."""
+        return self._engine.con
 
     def _noise_udf(self, values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
         """Vectorised noise: one call per chunk of output groups, never per input row."""
@@ -191,8 +161,7 @@ class PrivateConnection:
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
         plan = self.plan(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
-        with self._run_lock:
-            relation = self._bind(plan)
+        relation = self._engine.bind(plan.rewritten_sql)
         cost = self._ledger.cost(plan)
         text, names = replay.normalise_sql(sql)
         # A replay must match everything that shapes the release: noise (bounds, sensitivities,
@@ -204,10 +173,9 @@ class PrivateConnection:
         if ticket.replayed:
             return Result(ticket.answer, plan, replayed=True)
         try:
-            with self._run_lock:
-                with self._lock:
-                    self._noise.clear()   # no draw outlives its query
-                table = relation.to_arrow_table()
+            with self._lock:
+                self._noise.clear()   # no draw outlives its query
+            table = self._engine.run(relation)
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError):
             # No engine detail: it could depend on the data. The spend stays recorded.
             self._ledger.fail(ticket)
@@ -218,24 +186,9 @@ class PrivateConnection:
         self._ledger.release(ticket, table)
         return Result(table, plan)
 
-    def _bind(self, plan: Plan):
-        """Let DuckDB parse and bind the rewritten SQL before anything is spent.
-
-        Parser and binder errors (a type mismatch, an expression too deep) depend only on the SQL and
-        the schema, never on the rows, so their message is safe to show, and the query is refused free.
-        """
-        try:
-            return self._con.sql(plan.rewritten_sql)
-        except duckdb.Error as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            err = UnsupportedConstruct("DP311", f"DuckDB cannot run this query: {first}",
-                                       hint="nothing was spent; check the types of the expressions")
-            err.rule = "engine_binds"
-            raise err from None
-
     def close(self) -> None:
-        """Close the underlying DuckDB connection (dpsql owns it once connected)."""
-        self._con.close()
+        """Close the engine's connection (dpsql owns it once connected)."""
+        self._engine.close()
 
     def __enter__(self) -> "PrivateConnection":
         return self
@@ -282,16 +235,12 @@ def connect(con_or_path, policy: str | Path | Mapping, ledger=None,
     if data_version is not None and not isinstance(data_version, str):
         raise InvalidParameter("DP401", f"data_version must be a string, got {data_version!r}")
     book = ledgers.Ledger(ledgers.default_ledger_path(con_or_path) if ledger is None else ledger, pol)
-    con = _open(con_or_path)
-    try:
-        pol = bind_schema(pol, con)
-        pol = key_tables(pol, con, f"__dpsql_keys_{secrets.token_hex(6)}")
-    except duckdb.Error as e:
-        raise PolicyError("DP502", f"cannot read the database schema: {e}") from None
-    _lock_down(con)
+    engine = DuckDBEngine.open(con_or_path)
+    pol = engine.bind_policy(pol, f"__dpsql_keys_{secrets.token_hex(6)}")
+    engine.lock_down()
     if is_path and data_version is None:
         data_version = replay.file_data_version(con_or_path)   # read after the read-only open
-    return PrivateConnection(con, pol, book, rng, data_version=data_version)
+    return PrivateConnection(engine, pol, book, rng, data_version=data_version)
 
 
 __all__ = ["connect", "PrivateConnection", "Result", "DpsqlError"]

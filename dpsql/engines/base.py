@@ -1,0 +1,39 @@
+"""The Engine protocol: where the exact stage runs. An engine opens its data read-only and locked
+down, binds the policy to its catalog (types, key tables), registers the noise function, binds the
+lowered SQL before anything is spent (a binder error is a free refusal: it depends on the SQL and
+the schema only) and runs it to Arrow. DuckDB is the first (``engines/duckdb.py``); see
+docs/architecture.md, "How to add an engine"."""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+import pyarrow as pa
+
+from dpsql.policy import Policy
+
+
+class Engine(Protocol):
+    dialect: str   # the sqlglot dialect the lowering prints for
+
+    def bind_policy(self, policy: Policy, prefix: str) -> Policy:
+        """The policy with the catalog's column types and key tables (prefix: their random name)."""
+        ...
+
+    def lock_down(self) -> None:
+        """No file, network, setting or extension is reachable from a query after this."""
+        ...
+
+    def register_noise(self, name: str, function: Callable[..., pa.Array]) -> None:
+        """A vectorised noise function f(exact BIGINT, scale numerator, log2 denominator) -> BIGINT."""
+        ...
+
+    def bind(self, sql: str) -> Any:
+        """The bound query, ready to run (raises DP311 when it does not bind)."""
+        ...
+
+    def run(self, bound: Any) -> pa.Table:
+        """Run a bound query to the end; engine errors propagate (the caller hides their detail)."""
+        ...
+
+    def close(self) -> None:
+        ...
