@@ -1,4 +1,4 @@
-"""End-to-end tests of the ``dpsql`` command line (design.md: CLI, exit codes, output formats)."""
+"""End-to-end tests of the ``dpsql`` command line (README: CLI, exit codes, output formats)."""
 from __future__ import annotations
 
 import copy

@@ -131,7 +131,7 @@ class CountingSource:
 
 # Rows at the edges of their types (NaN, infinities, int64 extremes, NULL and undeclared keys) added to
 # the fixture database for half the runs: one such row must never put a NaN, an infinity or an error
-# into an answer (threat model item 5).
+# into an answer (docs/architecture.md, threat model 5).
 EXTREME_ROWS = [
     """INSERT INTO people VALUES
         (1000, 'ssn-1000', 9223372036854775807, 'F', 'CA', 'nan'::DOUBLE, '00001', DATE '2020-01-01', true),

@@ -1,4 +1,4 @@
-"""The budget ledger (issue #4, threat model item 6): persistent, charged before release, exact,
+"""The budget ledger (docs/architecture.md, threat model 6): persistent, charged before release, exact,
 composed, replayed, and failing closed; with reliability tests across processes and SIGKILL."""
 from __future__ import annotations
 

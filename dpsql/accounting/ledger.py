@@ -5,7 +5,7 @@ as ``<db file>.dpsql-ledger.sqlite``; in memory (this connection only) only when
 ``ledger=":memory:"``. A DuckDB connection object has no file to put the ledger beside, so
 ``dpsql.connect(con, ...)`` without ``ledger=`` is refused (DP403).
 
-Charge before release (threat model item 6). ``reserve`` runs in one ``BEGIN IMMEDIATE``
+Charge before release (docs/architecture.md, threat model 6). ``reserve`` runs in one ``BEGIN IMMEDIATE``
 transaction: it sums every recorded charge, refuses with ``BudgetExceeded`` (nothing written) if
 the new cost does not fit, else inserts a ``reserved`` row and commits (WAL, ``synchronous=FULL``:
 on disk before DuckDB starts). SQLite lets one writer at a time into that transaction, so two

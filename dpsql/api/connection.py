@@ -210,7 +210,7 @@ def connect(con_or_path, policy: str | Path | Mapping, ledger=None,
     Args:
         con_or_path: a ``duckdb`` connection (handed over: dpsql locks it down) or a database file path
             (opened read-only).
-        policy: the data owner's policy, a YAML path or a dict (see design.md).
+        policy: the data owner's policy, a YAML path or a dict (see docs/architecture.md and README).
         ledger: the SQLite file that records every spend, across processes and crashes. Default for a
             database path: ``<db file>.dpsql-ledger.sqlite`` beside it. A connection object has no
             file, so it needs ``ledger=`` a path, or ``":memory:"`` (this connection only).

@@ -1,7 +1,7 @@
 """The ``dpsql`` command line: thin click wrappers over :func:`dpsql.connect`.
 
 Every command calls the library and turns its errors into clean messages; nothing here makes a
-privacy decision. Exit codes (design.md): 0 answered, 2 refused by dpsql (``DpsqlError``, rendered
+privacy decision. Exit codes: 0 answered, 2 refused by dpsql (``DpsqlError``, rendered
 with ``err.format()`` on stderr and nothing on stdout), 1 any other failure, including command-line
 usage errors, so that 2 always means "dpsql refused".
 

@@ -40,7 +40,7 @@ DEFAULT_SEED = 0
 STATES = ("CA", "TX", "NY", "FL", "IL", "WA")
 STATE_WEIGHTS = (0.30, 0.22, 0.18, 0.15, 0.08, 0.07)
 # The leading zip digits of each state; the rest of a zip is drawn from a heavy-tailed
-# distribution so that many zips are held by very few people (threat model 4).
+# distribution so that many zips are held by very few people (docs/architecture.md, threat model 4).
 STATE_ZIP_PREFIX = {"CA": "9", "TX": "7", "NY": "1", "FL": "3", "IL": "6", "WA": "8"}
 CLINICS = ("Central", "Northside", "Southside", "Eastside", "Westside")
 INCOME_UPPER = 500_000
@@ -80,7 +80,7 @@ _POLICY: dict[str, Any] = {
 
 
 def demo_policy() -> dict[str, Any]:
-    """The demo's policy, as a fresh dict in the design.md format.
+    """The demo's policy, as a fresh dict in the policy format of the README.
 
     >>> demo_policy()["tables"]["visits"]["max_rows_per_unit"]
     3
