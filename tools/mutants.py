@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+"""Mutation testing for dpsql's privacy-relevant logic: does the test suite notice a planted bug?
+
+Each mutant replaces one exact snippet of one source file. For every mutant the repository is copied
+(tracked and untracked, non-ignored files; never /work/main's own files, never git state) into a
+temporary directory, the snippet is replaced there, and the test suite runs in the copy with the copy
+first on PYTHONPATH, so the copy's ``dpsql`` is imported rather than the editable install (checked:
+``dpsql.__file__`` must lie in the copy). A mutant is
+
+* killed:          the suite failed (with -x it stops at the first failing test, named in the report);
+* survived:        the suite passed: no test notices the bug;
+* timeout:         the suite ran longer than --timeout seconds (counted as killed, reported apart);
+* does not apply:  its ``old`` snippet is not found exactly once in the file. The code is being
+                   refactored; such a mutant is reported loudly and makes the exit status non-zero,
+                   so it gets re-anchored rather than silently dropped.
+
+The unmutated copy runs first (the baseline); if it fails, the script stops and names the failing
+tests (another engineer's work in progress, perhaps): restrict it with --baseline-args, or skip it.
+
+    python3 tools/mutants.py --list
+    nice -n 15 python3 tools/mutants.py                                  # every mutant, full suite
+    nice -n 15 python3 tools/mutants.py --only distinct_ignores_C --pytest-args "tests/test_regressions.py"
+    nice -n 15 python3 tools/mutants.py --jobs 2 --timeout 900 --json results.json
+
+Exit status: 0 if every mutant applied and was killed, 1 if any survived or did not apply, 2 if the
+baseline failed or the copy does not import its own dpsql.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rfE"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str          # relative to the repository root
+    old: str           # must occur exactly once in the file
+    new: str
+    description: str   # the bug it models
+
+
+M = Mutant
+MUTANTS: list[Mutant] = [
+    # --- sensitivity.py: the bounds themselves -------------------------------------------------
+    M("distinct_ignores_C", "dpsql/plan/sensitivity.py",
+      "return max_groups * min(max_rows, keys)", "return max_groups * min(1, keys)",
+      "COUNT(DISTINCT col) sensitivity ignores C: a unit adding C new values per partition is under-noised"),
+    M("sum_missing_C", "dpsql/plan/sensitivity.py",
+      "return max_groups * max_rows * bound", "return max_groups * bound",
+      "SUM sensitivity L*B instead of L*C*B: a unit with C rows at the bound is under-noised"),
+    M("count_missing_C", "dpsql/plan/sensitivity.py",
+      "    return max_groups * max_rows\n", "    return max_groups\n",
+      "COUNT sensitivity L instead of L*C"),
+    M("unit_total_missing_L", "dpsql/plan/sensitivity.py",
+      "return max_groups * bound", "return bound",
+      "per-group (GoogleSQL) bounded aggregates ignore L"),
+    M("quantile_tree_missing_depth", "dpsql/plan/sensitivity.py",
+      "return depth * max_groups * max_rows", "return max_groups * max_rows",
+      "quantile tree sensitivity forgets a row is counted once per level (D)"),
+    M("grid_bound_floor", "dpsql/plan/sensitivity.py",
+      "return int(math.ceil(max(abs(lower), abs(upper)) / g))",
+      "return int(math.floor(max(abs(lower), abs(upper)) / g))",
+      "B rounded down: a value at a non-dyadic bound rounds to B+1 grid steps"),
+    # --- plan.py: measurements, L and C, epsilon split, selection ---------------------------------
+    M("measurement_guard_disabled", "dpsql/mechanisms/base.py",
+      "Fraction(scale) * Fraction(epsilon) >= sensitivity",
+      "Fraction(scale) * Fraction(epsilon) >= 0",
+      "the under-noising guard in Measurement.__post_init__ accepts scale*epsilon < sensitivity"),
+    M("epsilon_split_without_units", "dpsql/plan/build.py",
+      "share(epsilon, len(needed))",
+      "share(epsilon, max(1, len(needed) - (selecting and Need(\"units\", None) in needed)))",
+      "epsilon split over the measurements without partition selection's unit count: shares sum above epsilon"),
+    M("share_rounds_to_nearest", "dpsql/plan/allocation.py",
+      "return value if Fraction(value) <= exact else math.nextafter(value, 0.0)", "return value",
+      "epsilon shares rounded to nearest, not down: they can sum above the epsilon charged"),
+    M("unit_count_without_L", "dpsql/plan/build.py",
+      "g, sens = 1.0, count_sensitivity(L, 1)", "g, sens = 1.0, count_sensitivity(1, 1)",
+      "unit counts (partition selection, AVG's per-group denominator) ignore L"),
+    M("L_min_over_key_columns", "dpsql/plan/build.py",
+      "L = min(L, math.prod(bounds))", "L = min(L, len(bounds) or 1)",
+      "L capped by the number of GROUP BY columns instead of the number of partitions"),
+    M("rewrite_keeps_L_plus_one", "dpsql/plan/model.py",
+      "return L if self.partitions is None else min(L, self.partitions)",
+      "return L + 1 if self.partitions is None else min(L + 1, self.partitions)",
+      "contribution bounding keeps L+1 partitions per unit while the sensitivity counts L"),
+    M("rewrite_caps_C_plus_one", "dpsql/plan/model.py",
+      "return 1 if self.table.row_level else self.table.max_rows_per_unit",
+      "return 1 if self.table.row_level else self.table.max_rows_per_unit + 1",
+      "contribution bounding keeps C+1 rows per unit and partition while the sensitivity counts C"),
+    M("selection_ignores_L", "dpsql/plan/build.py",
+      "selection_threshold(units.scale, L, delta)",
+      "selection_threshold(units.scale, 1, delta)",
+      "partition selection threshold for delta instead of delta/L: a unit reaching L groups leaks L*delta"),
+    M("selection_threshold_off_by_one", "dpsql/plan/build.py",
+      "delta=delta, threshold=threshold)", "delta=delta, threshold=threshold - 1)",
+      "partition selection releases groups one unit below the threshold that bounds delta"),
+    # --- noise.py ---------------------------------------------------------------------------------
+    M("dyadic_scale_rounds_down", "dpsql/mechanisms/discrete_laplace.py",
+      "numerator = math.ceil(exact * 2**k)", "numerator = math.floor(exact * 2**k)",
+      "the dyadic noise scale rounded down: slightly less noise than sensitivity/epsilon"),
+    M("noise_sign_dropped", "dpsql/mechanisms/discrete_laplace.py",
+      "np.where(b[accept] == 1, -y[accept], y[accept])", "y[accept]",
+      "discrete Laplace noise always >= 0 (sign bit ignored)"),
+    # --- budget.py / ledger.py ----------------------------------------------------------------------
+    M("check_fits_ignores_spent", "dpsql/accounting/budget.py",
+      "if not (spent + want).fits_within(total):", "if not want.fits_within(total):",
+      "the budget check compares the new query alone with the total, forgetting what is spent"),
+    M("fits_within_ignores_delta", "dpsql/accounting/budget.py",
+      "return self.epsilon <= total.epsilon and self.delta <= total.delta",
+      "return self.epsilon <= total.epsilon",
+      "delta is never checked against the budget"),
+    M("composition_drops_delta", "dpsql/accounting/budget.py",
+      "return Cost(self.epsilon + other.epsilon, self.delta + other.delta)",
+      "return Cost(self.epsilon + other.epsilon, max(self.delta, other.delta))",
+      "deltas do not add up under composition"),
+    M("cost_without_delta", "dpsql/accounting/budget.py",
+      "return Cost.of(plan.epsilon, plan.delta)", "return Cost.of(plan.epsilon, 0)",
+      "a query's cost leaves out its delta (partition selection is free in delta)"),
+    M("failed_not_spent_in_check", "dpsql/accounting/ledger.py",
+      "\"SELECT epsilon, delta, composition FROM charges\"",
+      "\"SELECT epsilon, delta, composition FROM charges WHERE status <> 'failed'\"",
+      "a charge whose query failed after running is not counted when checking the next charge"),
+    M("failed_not_spent_in_report", "dpsql/accounting/ledger.py",
+      "spent = self._compose((r[4], r[5], r[8]) for r in rows)",
+      "spent = self._compose((r[4], r[5], r[8]) for r in rows if r[6] != 'failed')",
+      "db.budget reports failed charges as not spent"),
+    M("replay_key_without_epsilon", "dpsql/accounting/replay.py",
+      "list(names), str(cost.epsilon), str(cost.delta)]", "list(names), str(cost.delta)]",
+      "the replay key leaves out the cost's epsilon"),
+    M("ledger_identity_without_budget", "dpsql/accounting/identity.py",
+      "\"budget\": {\"epsilon\": float(policy.budget_epsilon), \"delta\": float(policy.budget_delta)}}",
+      "\"budget\": None}",
+      "a ledger is not bound to the policy's budget: raising the total reuses the old ledger"),
+    # --- connection.py (short anchor) -----------------------------------------------------------------
+    M("noise_udf_skips_noise", "dpsql/api/connection.py",
+      "pa.array(exact + draws, type=pa.int64())", "pa.array(exact, type=pa.int64())",
+      "the noise UDF draws noise but releases the exact value"),
+    # --- validate.py (short anchors) ------------------------------------------------------------------
+    M("identifier_alias_exemption", "dpsql/frontend/rules/privacy.py",
+      "                and name in aliases and name not in scope.table.columns:",
+      "                and name in aliases:",
+      "an output alias spelled like an identifier column exempts that column in GROUP BY/HAVING/ORDER BY"),
+    M("identifier_check_missing", "dpsql/frontend/rules/privacy.py",
+      "if scope.table.is_identifier(name):", "if False and scope.table.is_identifier(name):",
+      "identifier columns are accepted anywhere"),
+    M("star_outside_count", "dpsql/frontend/rules/structure.py",
+      "if not isinstance(parent, exp.Count):", "if False:",
+      "* is allowed outside COUNT(*)"),
+    # --- rewrite.py / quantile.py (short anchors) -----------------------------------------------------
+    M("clamp_upper_plus_one", "dpsql/lower/sql.py",
+      "else num(float(upper))", "else num(float(upper) + 1)",
+      "values are clamped to [lower, upper + 1]: the sensitivity assumed upper"),
+    M("clamp_lower_doubled", "dpsql/lower/sql.py",
+      "else num(float(lower))", "else num(2 * float(lower))",
+      "values are clamped to [2*lower, upper]: wider than the bounds for lower < 0"),
+    M("count_cap_C_plus_one", "dpsql/lower/bounding.py",
+      "fn(\"LEAST\", rows, num(C))", "fn(\"LEAST\", rows, num(C + 1))",
+      "a unit's count in a partition is capped at C+1"),
+    M("distinct_cap_C_plus_one", "dpsql/lower/bounding.py",
+      "fn(\"LIST_SLICE\", values, num(1), num(C))", "fn(\"LIST_SLICE\", values, num(1), num(C + 1))",
+      "a unit keeps C+1 distinct values per partition for COUNT(DISTINCT col)"),
+    M("noise_scale_halved_in_sql", "dpsql/lower/noise.py",
+      "num(scale.numerator), num(k)]", "num(scale.numerator), num(k + 1)]",
+      "the SQL asks the noise UDF for half the plan's scale"),
+    M("nonnegative_clamp_on_signed_sums", "dpsql/lower/post.py",
+      "    if lower >= 0:\n", "    if lower >= 0 or (upper is not None and upper > 0):\n",
+      "sums whose bounds allow negative values are released clamped at 0"),
+    M("ci_avg_without_union_bound", "dpsql/lower/post.py",
+      "level = (1 + plan.confidence) / 2", "level = plan.confidence",
+      "AVG's interval from ci-level intervals of sum and count: coverage below ci"),
+    M("ci_half_width_too_narrow", "dpsql/lower/post.py",
+      "error_bound(m.scale, confidence) * m.granularity",
+      "error_bound(m.scale, 2 * confidence - 1) * m.granularity",
+      "count/sum intervals at level 2ci-1 (one-sided vs two-sided confusion): coverage below ci"),
+    M("quantile_cap_C_plus_one", "dpsql/lower/quantile.py",
+      "exp.LTE(this=col(\"n\"), expression=num(C))", "exp.LTE(this=col(\"n\"), expression=num(C + 1))",
+      "a unit with exactly C+1 values keeps all of them in the quantile tree"),
+]
+
+
+# --- copies ------------------------------------------------------------------------------------------
+
+def source_files(root: Path) -> list[str]:
+    """Tracked and untracked files that git does not ignore (read-only git call), that exist."""
+    out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "-c", "-o", "--exclude-standard"],
+                         check=True, capture_output=True).stdout.decode()
+    return sorted({p for p in out.split("\0") if p and (root / p).is_file()})
+
+
+def snapshot(root: Path, dest: Path) -> None:
+    for rel in source_files(root):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, target)
+
+
+def clone(snap: Path, dest: Path) -> None:
+    shutil.copytree(snap, dest, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+
+
+def anchor_count(snap: Path, m: Mutant) -> int:
+    path = snap / m.file
+    return path.read_text().count(m.old) if path.is_file() else 0
+
+
+def apply(copy: Path, m: Mutant) -> None:
+    path = copy / m.file
+    text = path.read_text()
+    assert text.count(m.old) == 1
+    path.write_text(text.replace(m.old, m.new, 1))
+
+
+# --- running pytest ----------------------------------------------------------------------------------
+
+def environment(copy: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+def imports_own_dpsql(copy: Path) -> str | None:
+    """None if ``import dpsql`` in the copy's environment loads the copy; else where it came from."""
+    out = subprocess.run([sys.executable, "-c", "import dpsql; print(dpsql.__file__)"], cwd=copy,
+                         env=environment(copy), capture_output=True, text=True, timeout=120)
+    where = out.stdout.strip()
+    if out.returncode != 0:
+        return f"import failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}"
+    return None if Path(where).resolve().is_relative_to(copy.resolve()) else where
+
+
+_children: set[int] = set()
+_children_lock = threading.Lock()
+
+
+def run_pytest(copy: Path, args: list[str], timeout: float, exit_first: bool = True) -> tuple[str, float, str]:
+    """('passed' | 'failed' | 'timeout', seconds, output)."""
+    command = PYTEST + args if exit_first else [a for a in PYTEST if a != "-x"] + args
+    start = time.monotonic()
+    proc = subprocess.Popen(command, cwd=copy, env=environment(copy), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    with _children_lock:
+        _children.add(proc.pid)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        status = "passed" if proc.returncode == 0 else "failed"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # the process group this script started, by its id
+        output, _ = proc.communicate()
+        status = "timeout"
+    finally:
+        with _children_lock:
+            _children.discard(proc.pid)
+    if status == "failed" and proc.returncode in (4, 5):
+        status = "error"   # usage error / no tests collected: the arguments are wrong, not a kill
+    return status, time.monotonic() - start, output
+
+
+def failing_tests(output: str) -> list[str]:
+    """Node ids from pytest's short summary (-rfE): ``FAILED <node id> - <message>``."""
+    found = re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", output, re.M)
+    return list(dict.fromkeys(found))
+
+
+@dataclasses.dataclass
+class Outcome:
+    mutant: Mutant
+    status: str               # killed, survived, timeout, does not apply, error
+    seconds: float = 0.0
+    by: list[str] = dataclasses.field(default_factory=list)
+    note: str = ""
+
+
+def run_mutant(m: Mutant, snap: Path, work: Path, args: list[str], timeout: float) -> Outcome:
+    count = anchor_count(snap, m)
+    if count != 1:
+        return Outcome(m, "does not apply", note=f"anchor found {count} times in {m.file}: {m.old.strip()[:70]!r}")
+    copy = work / m.name
+    clone(snap, copy)
+    try:
+        apply(copy, m)
+        status, seconds, output = run_pytest(copy, args, timeout)
+        result = {"failed": "killed", "passed": "survived"}.get(status, status)
+        note = ""
+        if status == "error":
+            note = output.strip().splitlines()[-1] if output.strip() else "pytest error"
+        return Outcome(m, result, seconds, failing_tests(output), note)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+# --- main ---------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--list", action="store_true", help="list the mutants (and whether each applies)")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="run only this mutant (repeatable; a comma-separated list works too)")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run in parallel (default 1)")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per mutant (default 1200)")
+    parser.add_argument("--pytest-args", default="", metavar="ARGS",
+                        help='extra pytest arguments for every run, e.g. "-k sensitivity" or a test file')
+    parser.add_argument("--baseline-args", default=None, metavar="ARGS",
+                        help="pytest arguments for the unmutated baseline run (default: --pytest-args)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated baseline run")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--root", default=str(ROOT), help="repository to copy (default: this one)")
+    opts = parser.parse_args(argv)
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupted)   # so the temporary copies and pytest children go too
+    try:
+        return _main(opts, parser)
+    except KeyboardInterrupt:
+        with _children_lock:
+            for pid in list(_children):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(opts, parser) -> int:
+    root = Path(opts.root).resolve()
+    names = [n for item in opts.only for n in item.split(",") if n]
+    unknown = [n for n in names if n not in {m.name for m in MUTANTS}]
+    if unknown:
+        parser.error(f"unknown mutant(s): {', '.join(unknown)} (see --list)")
+    if len({m.name for m in MUTANTS}) != len(MUTANTS):
+        parser.error("two mutants share a name")
+    chosen = [m for m in MUTANTS if not names or m.name in names]
+    args = shlex.split(opts.pytest_args)
+    baseline_args = args if opts.baseline_args is None else shlex.split(opts.baseline_args)
+
+    with tempfile.TemporaryDirectory(prefix="dpsql-mutants-", ignore_cleanup_errors=True) as tmp:
+        work = Path(tmp)
+        snap = work / "_snapshot"
+        snapshot(root, snap)   # one snapshot: every mutant sees the same source, however main moves on
+
+        if opts.list:
+            for m in chosen:
+                count = anchor_count(snap, m)
+                state = "ok" if count == 1 else "DOES NOT APPLY" if count == 0 else f"AMBIGUOUS ({count}x)"
+                print(f"{m.name:34} {m.file:22} {state:15} {m.description}")
+            return 0 if all(anchor_count(snap, m) == 1 for m in chosen) else 1
+
+        base = work / "_baseline"
+        clone(snap, base)
+        wrong = imports_own_dpsql(base)
+        if wrong is not None:
+            print(f"ABORT: the copy does not import its own dpsql ({wrong}); mutants would test the wrong code")
+            return 2
+        print(f"copy imports its own dpsql: {base / 'dpsql' / '__init__.py'}", flush=True)
+        if not opts.no_baseline:
+            print(f"baseline: pytest {' '.join(baseline_args) or '(default suite)'} on the unmutated copy ...",
+                  flush=True)
+            status, seconds, output = run_pytest(base, baseline_args, opts.timeout, exit_first=False)
+            if status != "passed":
+                print(f"ABORT: the baseline {status} after {seconds:.0f} s; failing tests:")
+                for test in failing_tests(output) or ["(none named)"]:
+                    print(f"  {test}")
+                print("\n".join(output.strip().splitlines()[-15:]))
+                print("Deselect them (--baseline-args/--pytest-args \"--deselect ...\"), or wait for their fix.")
+                return 2
+            print(f"baseline passed in {seconds:.0f} s", flush=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+        outcomes: list[Outcome] = []
+
+        def report(o: Outcome) -> None:
+            by = f" by {o.by[0]}" if o.by else ""
+            note = f" ({o.note})" if o.note else ""
+            print(f"{o.status.upper():15} {o.mutant.name:34} {o.seconds:6.0f} s{by}{note}", flush=True)
+
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, opts.jobs))
+        try:
+            futures = [pool.submit(run_mutant, m, snap, work, args, opts.timeout) for m in chosen]
+            for future in concurrent.futures.as_completed(futures):
+                outcome = future.result()
+                outcomes.append(outcome)
+                report(outcome)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    order = {m.name: i for i, m in enumerate(MUTANTS)}
+    outcomes.sort(key=lambda o: order[o.mutant.name])
+    applicable = [o for o in outcomes if o.status in ("killed", "survived", "timeout")]
+    killed = [o for o in applicable if o.status in ("killed", "timeout")]
+    print("\nmutant                             result          description")
+    for o in outcomes:
+        print(f"{o.mutant.name:34} {o.status:15} {o.mutant.description}")
+    rate = len(killed) / len(applicable) if applicable else 0.0
+    print(f"\nkill rate: {len(killed)}/{len(applicable)} = {rate:.0%}"
+          f" ({sum(o.status == 'timeout' for o in outcomes)} by timeout)")
+    broken = [o for o in outcomes if o.status in ("does not apply", "error")]
+    for o in broken:
+        print(f"!! {o.mutant.name}: {o.status.upper()}: {o.note}")
+    if opts.json:
+        Path(opts.json).write_text(json.dumps([{"name": o.mutant.name, "file": o.mutant.file, "status": o.status,
+                                                 "seconds": round(o.seconds, 1), "killed_by": o.by, "note": o.note,
+                                                 "description": o.mutant.description} for o in outcomes], indent=2))
+    return 0 if len(killed) == len(outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
