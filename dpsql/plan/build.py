@@ -60,11 +60,15 @@ def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: T
 
 
 class _Outputs:
-    """Collects outputs while planning; HAVING/ORDER BY may add hidden aggregate outputs."""
+    """Collects outputs while planning: SELECT's in order, then hidden ones HAVING/ORDER BY need, and
+    a slot (o0, o1, ...) for every GROUP BY key; expressions over released values refer to slots."""
 
-    def __init__(self, scope: Scope):
+    def __init__(self, scope: Scope, specs: list, keys: list[GroupKey]):
         self.scope = scope
+        self.specs, self.keys = specs, keys
         self.items: list[Output] = []
+        self.by_alias: dict[str, int] = {}
+        self.key_slot: dict[int, int] = {}
 
     def add(self, output: Output) -> int:
         self.items.append(output)
@@ -85,6 +89,72 @@ class _Outputs:
         return self.add(Output(name=name or default, kind=kind, column=column, lower=lower, upper=upper,
                                hidden=hidden, argument=argument, per_row=bounds.per_row,
                                per_group=bounds.per_group, quantile=q))
+
+    def key_index(self, node: exp.Expression) -> int | None:
+        return next((i for i, k in enumerate(self.specs) if is_key(node, [k])), None)
+
+    def to_slot(self, node: exp.Expression) -> exp.Expression:
+        """An expression over released outputs only: aggregates, keys and aliases become slots."""
+        if isinstance(node, AGGREGATES):
+            return exp.column(f"o{self.aggregate(node, None, hidden=True)}")
+        index = self.key_index(node)
+        if index is not None:
+            if index not in self.key_slot:
+                key = self.keys[index]
+                self.key_slot[index] = self.add(Output(name=key.label, kind="key", column=key.column,
+                                                       key_index=index, hidden=True))
+            return exp.column(f"o{self.key_slot[index]}")
+        if isinstance(node, exp.Column) and not node.table and name_of(node) in self.by_alias:
+            return exp.column(f"o{self.by_alias[name_of(node)]}")
+        return node
+
+    def select(self, select: exp.Select) -> list[int]:
+        """The SELECT list's outputs, in order, then a slot for every key; the visible slots."""
+        for item in select.expressions:
+            node = item.unalias()
+            alias = item.alias if isinstance(item, exp.Alias) else None
+            index = self.key_index(node)
+            if isinstance(node, AGGREGATES):
+                slot = self.aggregate(node, alias, hidden=False)
+            elif index is not None:
+                slot = self.add(Output(name=alias or (node.name if isinstance(node, exp.Column) else node.sql()),
+                                       kind="key", column=self.keys[index].column, key_index=index))
+                self.key_slot.setdefault(index, slot)
+            else:
+                slot = len(self.items)
+                self.items.append(None)  # keep SELECT order: hidden slots go after it
+                self.items[slot] = Output(name=alias or node.sql(), kind="expr", column=None,
+                                          expression=node.copy().transform(self.to_slot))
+            if alias:
+                self.by_alias[alias.lower()] = slot
+        visible = [i for i, o in enumerate(self.items) if not o.hidden]
+        for spec in self.specs:
+            self.to_slot(spec.expression)   # every key gets a slot: the output is every group
+        return visible
+
+    def order(self, select: exp.Select, visible: list[int]) -> list[tuple[str, bool]]:
+        """ORDER BY as (slot, descending), the group keys appended as the final tie-breakers: the
+        order of the rows is then a function of the released values alone, never of which groups
+        hold data (the engine's hash order would be)."""
+        order = []
+        clause = select.args.get("order")
+        for ordered in (clause.expressions if clause else []):
+            target = ordered.this
+            if isinstance(target, exp.Literal) and not target.is_string and target.this.isdigit():
+                index = int(target.this)
+                if not 1 <= index <= len(visible):
+                    raise self.scope.refuse("DP307", f"ORDER BY {index}: there is no output column {index}", target,
+                                            rule="order_by_outputs")
+                slot = f"o{visible[index - 1]}"
+            else:
+                slot_expr = target.copy().transform(self.to_slot)
+                if isinstance(slot_expr, exp.Column) and slot_expr.name in slot_names(self.items):
+                    slot = slot_expr.name
+                else:   # an expression of released values (validated: no raw column): a hidden output
+                    slot = f"o{self.add(Output(name=target.sql(), kind='expr', column=None, expression=slot_expr, hidden=True))}"
+            order.append((slot, bool(ordered.args.get("desc"))))
+        keys = [f"o{self.key_slot[i]}" for i in range(len(self.keys))]
+        return order + [(slot, False) for slot in keys if slot not in {s for s, _ in order}]
 
 
 def _unique_names(outputs: list[Output]) -> list[Output]:
@@ -138,87 +208,16 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
                confidence: float | None = None, nonnegative: bool = True) -> Plan:
     """Plan a validated query: outputs, measurements with sensitivities and noise, post-processing."""
     epsilon, delta = check_budget_parameters(epsilon, delta)
-    if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))
-                                   or not 0 < confidence < 1):
-        raise InvalidParameter("DP401", f"ci must be a confidence level in (0, 1), got {confidence!r}")
-    if not isinstance(nonnegative, bool):
-        raise InvalidParameter("DP401", f"nonnegative must be True or False, got {nonnegative!r}")
+    _check_release_options(confidence, nonnegative)
     table = scope.table
     specs = group_keys(select, scope)
     keys = [GroupKey(k.expression, tuple(KeyColumn(c.name, c.sql_type, c.keys) for c in k.columns)) for k in specs]
-    collected = _Outputs(scope)
-    by_alias: dict[str, int] = {}
-    key_slot: dict[int, int] = {}
-
-    def key_index(node: exp.Expression) -> int | None:
-        return next((i for i, k in enumerate(specs) if is_key(node, [k])), None)
-
-    def to_slot(node: exp.Expression) -> exp.Expression:
-        """Rewrite an expression over released outputs only: aggregates, keys, aliases become slots."""
-        if isinstance(node, AGGREGATES):
-            return exp.column(f"o{collected.aggregate(node, None, hidden=True)}")
-        index = key_index(node)
-        if index is not None:
-            if index not in key_slot:
-                key_slot[index] = collected.add(Output(name=keys[index].label, kind="key", column=keys[index].column,
-                                                       key_index=index, hidden=True))
-            return exp.column(f"o{key_slot[index]}")
-        if isinstance(node, exp.Column) and not node.table and name_of(node) in by_alias:
-            return exp.column(f"o{by_alias[name_of(node)]}")
-        return node
-
-    for item in select.expressions:
-        node = item.unalias()
-        alias = item.alias if isinstance(item, exp.Alias) else None
-        index = key_index(node)
-        if isinstance(node, AGGREGATES):
-            slot = collected.aggregate(node, alias, hidden=False)
-        elif index is not None:
-            slot = collected.add(Output(name=alias or (node.name if isinstance(node, exp.Column) else node.sql()),
-                                        kind="key", column=keys[index].column, key_index=index))
-            key_slot.setdefault(index, slot)
-        else:
-            slot = len(collected.items)
-            collected.items.append(None)  # keep SELECT order: hidden slots go after it
-            collected.items[slot] = Output(name=alias or node.sql(), kind="expr", column=None,
-                                           expression=node.copy().transform(to_slot))
-        if alias:
-            by_alias[alias.lower()] = slot
-    visible = [i for i, o in enumerate(collected.items) if not o.hidden]
-    for index in range(len(keys)):
-        to_slot(specs[index].expression)   # every key gets a slot: the output is every group
-
+    collected = _Outputs(scope, specs, keys)
+    visible = collected.select(select)
     having = select.args.get("having")
-    having = having.this.copy().transform(to_slot) if having is not None else None
-    order = []
-    order_clause = select.args.get("order")
-    for ordered in (order_clause.expressions if order_clause else []):
-        target = ordered.this
-        if isinstance(target, exp.Literal) and not target.is_string and target.this.isdigit():
-            index = int(target.this)
-            if not 1 <= index <= len(visible):
-                raise scope.refuse("DP307", f"ORDER BY {index}: there is no output column {index}", target,
-                                   rule="order_by_outputs")
-            slot = f"o{visible[index - 1]}"
-        else:
-            slot_expr = target.copy().transform(to_slot)
-            if isinstance(slot_expr, exp.Column) and slot_expr.name in slot_names(collected.items):
-                slot = slot_expr.name
-            else:
-                # An expression of released values (validated: no raw column): a hidden output.
-                slot = f"o{collected.add(Output(name=target.sql(), kind='expr', column=None, expression=slot_expr, hidden=True))}"
-        order.append((slot, bool(ordered.args.get("desc"))))
-    # The group keys break every tie, in order: the order of the rows is then a function of the
-    # released values alone, never of which groups hold data (the engine's hash order would be).
-    order += [(f"o{key_slot[i]}", False) for i in range(len(keys)) if f"o{key_slot[i]}" not in {s for s, _ in order}]
-
-    outputs = _unique_names(collected.items)
-    L = 1 if table.row_level else (scope.options.max_groups or table.max_groups_per_unit)
-    C = 1 if table.row_level else table.max_rows_per_unit
-    bounds = [k.domain_bound for k in keys]
-    if None not in bounds:
-        # A unit can only reach as many partitions as there are: a global aggregate has L = 1.
-        L = min(L, math.prod(bounds))
+    having = having.this.copy().transform(collected.to_slot) if having is not None else None
+    order = collected.order(select, visible)
+    L, C = _contribution_limits(scope, keys)
     private = [(k, c) for k in specs for c in k.columns if c.keys is None]
     if private and delta == 0:
         key, column = private[0]
@@ -226,15 +225,9 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
                            "could reveal a person", key.node, cls=PrivacyViolation, rule="partition_selection",
                            hint=f"declare `keys` for {column.name!r} in the policy, or pass delta > 0 for DP "
                                 "partition selection")
-    measurements, outputs = _measurements(outputs, L, C, epsilon, selecting=bool(private), table=table)
-    selection = None
-    if private:
-        units = next(m for m in measurements if m.kind == "units")
-        try:
-            threshold = mechanism(units.mechanism).selection_threshold(units.scale, L, delta)
-        except (ValueError, OverflowError):
-            raise InvalidParameter("DP401", f"delta {delta:g} is too small for partition selection") from None
-        selection = Selection(measurement=units.name, epsilon=units.epsilon, delta=delta, threshold=threshold)
+    measurements, outputs = _measurements(_unique_names(collected.items), L, C, epsilon, selecting=bool(private),
+                                          table=table)
+    selection = _selection(measurements, L, delta) if private else None
     where = select.args.get("where")
     limit, offset = (int(select.args[k].expression.this) if select.args.get(k) else None for k in ("limit", "offset"))
     return Plan(sql=scope.sql, table=table, where=where.this.copy() if where is not None else None,
@@ -242,3 +235,33 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
                 having=having, order=tuple(order), limit=limit, offset=offset,
                 epsilon=epsilon, delta=delta if selection else 0.0, max_groups_option=scope.options.max_groups,
                 selection=selection, confidence=confidence, nonnegative=nonnegative)
+
+
+def _check_release_options(confidence, nonnegative) -> None:
+    """ci in (0, 1) or None; nonnegative a bool (DP401)."""
+    if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))
+                                   or not 0 < confidence < 1):
+        raise InvalidParameter("DP401", f"ci must be a confidence level in (0, 1), got {confidence!r}")
+    if not isinstance(nonnegative, bool):
+        raise InvalidParameter("DP401", f"nonnegative must be True or False, got {nonnegative!r}")
+
+
+def _contribution_limits(scope: Scope, keys: list[GroupKey]) -> tuple[int, int]:
+    """(L, C): partitions per unit and rows per unit and partition (row level: 1 and 1)."""
+    table = scope.table
+    L = 1 if table.row_level else (scope.options.max_groups or table.max_groups_per_unit)
+    bounds = [k.domain_bound for k in keys]
+    if None not in bounds:
+        # A unit can only reach as many partitions as there are: a global aggregate has L = 1.
+        L = min(L, math.prod(bounds))
+    return L, 1 if table.row_level else table.max_rows_per_unit
+
+
+def _selection(measurements: list[Measurement], L: int, delta: float) -> Selection:
+    """DP partition selection on the noisy unit count, thresholded by its mechanism for delta."""
+    units = next(m for m in measurements if m.kind == "units")
+    try:
+        threshold = mechanism(units.mechanism).selection_threshold(units.scale, L, delta)
+    except (ValueError, OverflowError):
+        raise InvalidParameter("DP401", f"delta {delta:g} is too small for partition selection") from None
+    return Selection(measurement=units.name, epsilon=units.epsilon, delta=delta, threshold=threshold)
