@@ -58,7 +58,7 @@ class Mutant:
 
 M = Mutant
 MUTANTS: list[Mutant] = [
-    # --- sensitivity.py: the bounds themselves -------------------------------------------------
+    # --- plan/sensitivity.py: the bounds themselves --------------------------------------------
     M("distinct_ignores_C", "dpsql/plan/sensitivity.py",
       "return max_groups * min(max_rows, keys)", "return max_groups * min(1, keys)",
       "COUNT(DISTINCT col) sensitivity ignores C: a unit adding C new values per partition is under-noised"),
@@ -78,11 +78,11 @@ MUTANTS: list[Mutant] = [
       "return int(math.ceil(max(abs(lower), abs(upper)) / g))",
       "return int(math.floor(max(abs(lower), abs(upper)) / g))",
       "B rounded down: a value at a non-dyadic bound rounds to B+1 grid steps"),
-    # --- plan.py: measurements, L and C, epsilon split, selection ---------------------------------
+    # --- plan/, mechanisms/base.py: measurements, the guard, L and C, epsilon split, selection ----
     M("measurement_guard_disabled", "dpsql/mechanisms/base.py",
       "Fraction(scale) * Fraction(epsilon) >= sensitivity",
       "Fraction(scale) * Fraction(epsilon) >= 0",
-      "the under-noising guard in Measurement.__post_init__ accepts scale*epsilon < sensitivity"),
+      "the under-noising guard (Measurement.__post_init__ via mechanism.covers) accepts scale*epsilon < sensitivity"),
     M("epsilon_split_without_units", "dpsql/plan/build.py",
       "share(epsilon, len(needed))",
       "share(epsilon, max(1, len(needed) - (selecting and Need(\"units\", None) in needed)))",
@@ -111,14 +111,14 @@ MUTANTS: list[Mutant] = [
     M("selection_threshold_off_by_one", "dpsql/plan/build.py",
       "delta=delta, threshold=threshold)", "delta=delta, threshold=threshold - 1)",
       "partition selection releases groups one unit below the threshold that bounds delta"),
-    # --- noise.py ---------------------------------------------------------------------------------
+    # --- mechanisms/discrete_laplace.py ------------------------------------------------------------
     M("dyadic_scale_rounds_down", "dpsql/mechanisms/discrete_laplace.py",
       "numerator = math.ceil(exact * 2**k)", "numerator = math.floor(exact * 2**k)",
       "the dyadic noise scale rounded down: slightly less noise than sensitivity/epsilon"),
     M("noise_sign_dropped", "dpsql/mechanisms/discrete_laplace.py",
       "np.where(b[accept] == 1, -y[accept], y[accept])", "y[accept]",
       "discrete Laplace noise always >= 0 (sign bit ignored)"),
-    # --- budget.py / ledger.py ----------------------------------------------------------------------
+    # --- accounting/: budget, ledger, replay, identity -------------------------------------------------
     M("check_fits_ignores_spent", "dpsql/accounting/budget.py",
       "if not (spent + want).fits_within(total):", "if not want.fits_within(total):",
       "the budget check compares the new query alone with the total, forgetting what is spent"),
@@ -148,11 +148,11 @@ MUTANTS: list[Mutant] = [
       "\"budget\": {\"epsilon\": float(policy.budget_epsilon), \"delta\": float(policy.budget_delta)}}",
       "\"budget\": None}",
       "a ledger is not bound to the policy's budget: raising the total reuses the old ledger"),
-    # --- connection.py (short anchor) -----------------------------------------------------------------
+    # --- api/connection.py (short anchor) -------------------------------------------------------------
     M("noise_udf_skips_noise", "dpsql/api/connection.py",
       "pa.array(exact + draws, type=pa.int64())", "pa.array(exact, type=pa.int64())",
       "the noise UDF draws noise but releases the exact value"),
-    # --- validate.py (short anchors) ------------------------------------------------------------------
+    # --- frontend/rules (short anchors) ---------------------------------------------------------------
     M("identifier_alias_exemption", "dpsql/frontend/rules/privacy.py",
       "                and name in aliases and name not in scope.table.columns:",
       "                and name in aliases:",
@@ -163,7 +163,7 @@ MUTANTS: list[Mutant] = [
     M("star_outside_count", "dpsql/frontend/rules/structure.py",
       "if not isinstance(parent, exp.Count):", "if False:",
       "* is allowed outside COUNT(*)"),
-    # --- rewrite.py / quantile.py (short anchors) -----------------------------------------------------
+    # --- lower/ (short anchors) -----------------------------------------------------------------------
     M("clamp_upper_plus_one", "dpsql/lower/sql.py",
       "else num(float(upper))", "else num(float(upper) + 1)",
       "values are clamped to [lower, upper + 1]: the sensitivity assumed upper"),
