@@ -307,6 +307,12 @@ def run_mutant(m: Mutant, snap: Path, work: Path, args: list[str], timeout: floa
         shutil.rmtree(copy, ignore_errors=True)
 
 
+def write_json(path: str, outcomes: list[Outcome]) -> None:
+    Path(path).write_text(json.dumps([{"name": o.mutant.name, "file": o.mutant.file, "status": o.status,
+                                       "seconds": round(o.seconds, 1), "killed_by": o.by, "note": o.note,
+                                       "description": o.mutant.description} for o in outcomes], indent=2))
+
+
 # --- main ---------------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,6 +399,8 @@ def _main(opts, parser) -> int:
             by = f" by {o.by[0]}" if o.by else ""
             note = f" ({o.note})" if o.note else ""
             print(f"{o.status.upper():15} {o.mutant.name:34} {o.seconds:6.0f} s{by}{note}", flush=True)
+            if opts.json:   # after every mutant, so an interrupted run keeps what it found
+                write_json(opts.json, outcomes)
 
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, opts.jobs))
         try:
@@ -418,9 +426,7 @@ def _main(opts, parser) -> int:
     for o in broken:
         print(f"!! {o.mutant.name}: {o.status.upper()}: {o.note}")
     if opts.json:
-        Path(opts.json).write_text(json.dumps([{"name": o.mutant.name, "file": o.mutant.file, "status": o.status,
-                                                 "seconds": round(o.seconds, 1), "killed_by": o.by, "note": o.note,
-                                                 "description": o.mutant.description} for o in outcomes], indent=2))
+        write_json(opts.json, outcomes)
     return 0 if len(killed) == len(outcomes) else 1
 
 
