@@ -91,7 +91,7 @@ MUTANTS: list[Mutant] = [
       "return value if Fraction(value) <= exact else math.nextafter(value, 0.0)", "return value",
       "epsilon shares rounded to nearest, not down: they can sum above the epsilon charged"),
     M("unit_count_without_L", "dpsql/plan/build.py",
-      "g, sens = 1.0, count_sensitivity(L, 1)", "g, sens = 1.0, count_sensitivity(1, 1)",
+      "return 1.0, count_sensitivity(L, 1)", "return 1.0, count_sensitivity(1, 1)",
       "unit counts (partition selection, AVG's per-group denominator) ignore L"),
     M("L_min_over_key_columns", "dpsql/plan/build.py",
       "L = min(L, math.prod(bounds))", "L = min(L, len(bounds) or 1)",

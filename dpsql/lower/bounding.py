@@ -12,6 +12,7 @@ from dpsql.lower.names import key_names, raw_column, value_column
 from dpsql.lower.keys import declared, join_key_tables, key_filter
 from dpsql.lower.guard import quoted, safe, user_where
 from dpsql.lower.noise import scalar_measurements
+from dpsql.plan.kinds import Bounding, Quantity
 
 
 def on_grid(value: exp.Expression, m: Measurement) -> exp.Expression:
@@ -75,10 +76,10 @@ def row_arguments(plan: Plan) -> dict[str, exp.Expression]:
     of one argument reads this one column, so a unit's count of values and its sum cannot disagree
     on which rows hold a value. Numeric (a SUM, AVG or quantile reads it): DOUBLE, with the columns
     of an expression clamped; counted only: the expression as written, under TRY()."""
-    numeric = {m.column for m in plan.measurements if m.kind in ("sum", "quantile")}
+    numeric = {m.column for m in plan.measurements if m.kind in (Quantity.SUM, Quantity.QUANTILE)}
     values = {}
     for m in plan.measurements:
-        if m.argument is None or m.kind == "distinct" or m.column in values:
+        if m.argument is None or m.kind == Quantity.DISTINCT or m.column in values:
             continue
         argument = m.argument
         if m.column in numeric:
@@ -101,18 +102,18 @@ def rows_cte(plan: Plan) -> exp.Select:
         projections.append(alias(value, raw_column(label)))
         passed.append(raw_column(label))
     for m in plan.measurements:
-        if m.kind == "distinct":
+        if m.kind == Quantity.DISTINCT:
             # Only declared keys count: the released count then lies in [0, |keys|] whatever the data.
             projections.append(alias(case_when(declared(plan, m.column), col(m.column), exp.Null()), value_column(m)))
             passed.append(value_column(m))
     derived = []
     for m in plan.measurements:
         value = col(raw_column(m.column)) if m.column is not None else None
-        if m.kind == "sum" and m.bounding == "rows":
+        if m.kind == Quantity.SUM and m.bounding == Bounding.ROWS:
             derived.append(alias(quantised_row(m, value), value_column(m)))
-        elif m.kind == "sum":
+        elif m.kind == Quantity.SUM:
             derived.append(alias(row_value(m, value), value_column(m)))
-        elif m.kind == "quantile":
+        elif m.kind == Quantity.QUANTILE:
             derived.append(alias(quantile.leaf_index(value, m), value_column(m)))
     if not projections:
         projections.append(alias(num(1), "__one"))
@@ -127,14 +128,14 @@ def rows_cte(plan: Plan) -> exp.Select:
 
 
 def exact_aggregate(m: Measurement) -> exp.Expression:
-    """The per-partition aggregate over __rows (row level)."""
-    if m.kind in ("count", "units"):   # each row is a unit
+    """The per-partition aggregate over __rows (row level: each row is a unit)."""
+    if m.kind in (Quantity.COUNT, Quantity.UNITS):
         return exp.Count(this=exp.Star())
-    if m.kind == "count_col":
+    if m.kind == Quantity.COUNT_COL:
         return exp.Count(this=col(raw_column(m.column)))
-    if m.kind == "distinct":
+    if m.kind == Quantity.DISTINCT:
         return exp.Count(this=exp.Distinct(expressions=[col(value_column(m))]))
-    return exp.Sum(this=col(value_column(m)))
+    return exp.Sum(this=col(value_column(m)))   # SUM: the quantised values
 
 
 def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
@@ -155,27 +156,41 @@ def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
 
 def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
     """A unit's contribution to one partition (user level), bounded as the measurement says."""
+    return UNIT_AGGREGATES[m.kind](m, C)
+
+
+def _unit_rows(m: Measurement, C: int) -> exp.Expression:
+    """COUNT(*) or COUNT(x): at most C rows, or clamped into per-group bounds."""
+    rows = exp.Count(this=exp.Star()) if m.kind == Quantity.COUNT else exp.Count(this=col(raw_column(m.column)))
+    if m.bounding == Bounding.UNIT_TOTAL:
+        return fn("LEAST", fn("GREATEST", rows, num(int(m.lower))), num(int(m.upper)))
+    return fn("LEAST", rows, num(C))
+
+
+def _unit_with_value(m: Measurement, C: int) -> exp.Expression:
+    """1 if the unit has a value in this partition (AVG's denominator with per-group bounds)."""
+    return case_when(exp.GT(this=exp.Count(this=col(raw_column(m.column))), expression=num(0)), num(1), num(0))
+
+
+def _unit_distinct(m: Measurement, C: int) -> exp.Expression:
+    """At most C of the unit's distinct values (the smallest: any choice keeps the bound)."""
+    values = fn("LIST_SORT", fn("LIST_DISTINCT", exp.Anonymous(this="LIST", expressions=[col(value_column(m))])))
+    return fn("LIST_SLICE", values, num(1), num(C))
+
+
+def _unit_sum(m: Measurement, C: int) -> exp.Expression:
     v = col(value_column(m))
-    if m.kind == "quantile":
-        return quantile.unit_leaves(m)
-    if m.kind in ("units", "distinct"):
-        if m.kind == "units":
-            return num(1)   # a row of __units is one (unit, partition) pair
-        # At most C of the unit's distinct values (the smallest: any choice keeps the bound).
-        values = fn("LIST_SORT", fn("LIST_DISTINCT", exp.Anonymous(this="LIST", expressions=[v])))
-        return fn("LIST_SLICE", values, num(1), num(C))
-    rows = exp.Count(this=exp.Star()) if m.kind == "count" else exp.Count(this=col(raw_column(m.column)))
-    if m.kind == "count_units":
-        return case_when(exp.GT(this=rows, expression=num(0)), num(1), num(0))
-    if m.kind in ("count", "count_col"):
-        if m.bounding == "unit_total":
-            return fn("LEAST", fn("GREATEST", rows, num(int(m.lower))), num(int(m.upper)))
-        return fn("LEAST", rows, num(C))
-    if m.bounding == "unit_total":
+    if m.bounding == Bounding.UNIT_TOTAL:
         return on_grid(exp.Sum(this=v), m)
-    if m.bounding == "unit_mean":
+    if m.bounding == Bounding.UNIT_MEAN:
         return on_grid(exp.Avg(this=v), m)
     return bounded_unit_sum(m, C)
+
+
+UNIT_AGGREGATES = {Quantity.COUNT: _unit_rows, Quantity.COUNT_COL: _unit_rows, Quantity.SUM: _unit_sum,
+                   Quantity.COUNT_UNITS: _unit_with_value, Quantity.DISTINCT: _unit_distinct,
+                   Quantity.UNITS: lambda m, C: num(1),   # a row of __units is one (unit, partition) pair
+                   Quantity.QUANTILE: lambda m, C: quantile.unit_leaves(m)}
 
 
 def needs_partition_sampling(plan: Plan) -> bool:
@@ -215,7 +230,7 @@ def agg_cte(plan: Plan, source: str) -> exp.Select:
     if plan.table.row_level:
         values = [alias(exact_aggregate(m), value_column(m)) for m in scalar_measurements(plan)]
     else:
-        values = [alias(exp.Sum(this=col(value_column(m))) if m.kind != "distinct" else
+        values = [alias(exp.Sum(this=col(value_column(m))) if m.kind != Quantity.DISTINCT else
                         fn("LEN", fn("LIST_DISTINCT", fn("FLATTEN", exp.Anonymous(
                             this="LIST", expressions=[col(value_column(m))])))), value_column(m))
                   for m in scalar_measurements(plan)]

@@ -10,9 +10,8 @@ from dpsql.lower.sql import alias, case_when, cast, col, fn, num
 from dpsql.lower.names import key_names
 from dpsql.lower.guard import guarded
 from dpsql.lower.noise import scalar_measurements
-
-
-COUNTS = ("count", "count_col", "units", "distinct")
+from dpsql.plan.aggregates import Variance, handler
+from dpsql.plan.kinds import OutputKind
 
 
 def sign_clamp(value: exp.Expression, lower: float | None, upper: float | None, plan: Plan) -> exp.Expression:
@@ -38,7 +37,7 @@ def half_width(m: Measurement, confidence: float) -> float:
 
 def has_interval(plan: Plan, o) -> bool:
     """Whether an output gets <name>_ci_low/_ci_high: noisy counts, sums and AVG, when ci is asked."""
-    return plan.confidence is not None and not o.hidden and (o.kind in COUNTS or o.kind in ("sum", "avg"))
+    return plan.confidence is not None and not o.hidden and o.kind.aggregate and handler(o.kind).interval
 
 
 def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Expression] | None:
@@ -51,11 +50,11 @@ def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Express
     if not has_interval(plan, o):
         return None
     ms = [plan.measurement(n) for n in o.measurements]
-    if o.kind in COUNTS or o.kind == "sum":
+    if o.kind != OutputKind.AVG:   # a count or a sum
         m = ms[0]
         a = half_width(m, plan.confidence)
         a = int(a) if m.granularity == 1 else a   # counts stay integers
-        lower, upper = (0.0, None) if o.kind in COUNTS else (m.lower, m.upper)
+        lower, upper = (0.0, None) if handler(o.kind).count else (m.lower, m.upper)
         return tuple(sign_clamp(op(this=noisy_total(m), expression=num(a)), lower, upper, plan)
                      for op in (exp.Sub, exp.Add))
     level = (1 + plan.confidence) / 2
@@ -79,33 +78,39 @@ def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Express
 def output_value(plan: Plan, index: int) -> exp.Expression:
     """Post-processing of released measurements into one output column."""
     o = plan.outputs[index]
-    if o.kind == "key":
+    if o.kind == OutputKind.KEY:
         return col(f"k{o.key_index}")
-    if o.kind == "expr":
+    if o.kind == OutputKind.EXPR:
         slots = {plan.slot(other): i for i, other in enumerate(plan.outputs)}
         inlined = o.expression.copy().transform(
             lambda n: output_value(plan, slots[n.name]) if isinstance(n, exp.Column) and n.name in slots else n)
         # On released values only, but it may still cast a key (NOT 'F'): never an error.
         return exp.Anonymous(this="TRY", expressions=[inlined])
-    ms = [plan.measurement(n) for n in o.measurements]
-    if o.kind == "quantile":
-        return col(quantile.output_column(ms[0], o.quantile, plan))
-    if o.kind in COUNTS:
-        return sign_clamp(col(ms[0].name), 0.0, None, plan)
-    total = noisy_total(ms[0])
-    if o.kind == "sum":
-        return sign_clamp(total, ms[0].lower, ms[0].upper, plan)
-    if o.kind != "avg":
-        return variance(o, ms)
-    # AVG = midpoint + noisy centred sum / noisy count (per-group bounds: noisy sum of per-unit means
-    # / noisy unit count), never dividing by <= 0, clamped back into the bounds.
-    mean = exp.Div(this=total, expression=fn("GREATEST", col(ms[1].name), num(1)))
+    return OUTPUT_VALUES[o.kind](plan, o, [plan.measurement(n) for n in o.measurements])
+
+
+def count_value(plan: Plan, o, ms) -> exp.Expression:
+    return sign_clamp(col(ms[0].name), 0.0, None, plan)
+
+
+def sum_value(plan: Plan, o, ms) -> exp.Expression:
+    return sign_clamp(noisy_total(ms[0]), ms[0].lower, ms[0].upper, plan)
+
+
+def avg_value(plan: Plan, o, ms) -> exp.Expression:
+    """AVG = midpoint + noisy centred sum / noisy count (per-group bounds: noisy sum of per-unit means
+    / noisy unit count), never dividing by <= 0, clamped back into the bounds."""
+    mean = exp.Div(this=noisy_total(ms[0]), expression=fn("GREATEST", col(ms[1].name), num(1)))
     if ms[0].offset is not None:
         mean = exp.Add(this=num(float(ms[0].offset)), expression=mean)
     return fn("LEAST", fn("GREATEST", mean, num(float(o.lower))), num(float(o.upper)))
 
 
-def variance(o, ms) -> exp.Expression:
+def quantile_value(plan: Plan, o, ms) -> exp.Expression:
+    return col(quantile.output_column(ms[0], o.quantile, plan))
+
+
+def variance(plan: Plan, o, ms) -> exp.Expression:
     """VAR/STDDEV from noisy n, sum(x - m) and sum((x - m)^2) (m the bounds' midpoint, r the half-width):
     var = S2/n - (S1/n)^2, clamped to [0, r^2], the most a variable within the bounds can have;
     never dividing by <= 0. Sample versions scale by n/(n-1)."""
@@ -115,11 +120,20 @@ def variance(o, ms) -> exp.Expression:
     value = exp.Sub(this=exp.Div(this=noisy_total(second), expression=n.copy()),
                     expression=exp.Mul(this=exp.Paren(this=mean), expression=exp.Paren(this=mean.copy())))
     r = (o.upper - o.lower) / 2
-    if o.kind.endswith("_samp"):
+    kind = handler(o.kind)
+    assert isinstance(kind, Variance)
+    if kind.sample:
         value = exp.Div(this=exp.Mul(this=exp.Paren(this=value), expression=n.copy()),
                         expression=fn("GREATEST", exp.Sub(this=n.copy(), expression=num(1)), num(1)))
-    value = fn("LEAST", fn("GREATEST", value, num(0.0)), num(float(r * r) * (2 if o.kind.endswith("_samp") else 1)))
-    return fn("SQRT", value) if o.kind.startswith("stddev") else value
+    value = fn("LEAST", fn("GREATEST", value, num(0.0)), num(float(r * r) * (2 if kind.sample else 1)))
+    return fn("SQRT", value) if kind.root else value
+
+
+# The SQL of each aggregate's output over its measurements (plan/aggregates.py has the rest of it).
+OUTPUT_VALUES = {OutputKind.COUNT: count_value, OutputKind.COUNT_COL: count_value, OutputKind.UNITS: count_value,
+                 OutputKind.DISTINCT: count_value, OutputKind.SUM: sum_value, OutputKind.AVG: avg_value,
+                 OutputKind.QUANTILE: quantile_value, OutputKind.VAR_POP: variance, OutputKind.VAR_SAMP: variance,
+                 OutputKind.STDDEV_POP: variance, OutputKind.STDDEV_SAMP: variance}
 
 
 def final_select(plan: Plan) -> exp.Select:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.kinds import OutputKind, Quantity
 from dpsql.lower.noise import noise_call
 from dpsql.lower.names import key_names, value_column
 from dpsql.lower.sql import alias, cast, clamp, col, fn, num
@@ -43,7 +44,7 @@ MATERIALIZED_SUFFIXES = ("_leaf", *(f"_c{d}" for d in range(1, TREE_DEPTH + 1)))
 
 def quantiles_of(plan: Plan, m: Measurement) -> list[float]:
     """The distinct q asked of one tree, in a fixed order (output column m_q<i> is the i-th)."""
-    return sorted({o.quantile for o in plan.outputs if o.kind == "quantile" and o.measurements == (m.name,)})
+    return sorted({o.quantile for o in plan.outputs if o.kind == OutputKind.QUANTILE and o.measurements == (m.name,)})
 
 
 def output_column(m: Measurement, q: float, plan: Plan) -> str:
@@ -213,7 +214,7 @@ def quantile_ctes(plan: Plan, m: Measurement, source: str, function: str) -> lis
 def join_outputs(plan: Plan, query: exp.Select) -> exp.Select:
     """__out reads __noisy joined with every tree's released quantiles, group by group."""
     for m in plan.measurements:
-        if m.kind != "quantile":
+        if m.kind != Quantity.QUANTILE:
             continue
         on = [exp.NullSafeEQ(this=col(k, "__noisy"), expression=col(f"__{m.name}_{k}", f"__{m.name}_out"))
               for k in key_names(plan)]

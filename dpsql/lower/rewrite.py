@@ -30,6 +30,7 @@ from sqlglot import exp
 
 from dpsql.lower import quantile
 from dpsql.plan.model import Plan
+from dpsql.plan.kinds import Quantity
 from dpsql.lower.sql import DIALECT, alias, col, ident, num
 from dpsql.lower.noise import noisy_cte, scalar_measurements
 from dpsql.lower.post import final_select, measurements_select, output_interval, output_value
@@ -50,7 +51,7 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
     if not plan.table.row_level:
         ctes += user_level_ctes(plan, sampling)
         source = ctes[-1][0]
-    trees = [m for m in plan.measurements if m.kind == "quantile"]
+    trees = [m for m in plan.measurements if m.kind == Quantity.QUANTILE]
     materialized = {"__noisy"}
     if trees and not plan.table.row_level:
         materialized.add(source)   # __agg and the trees must see the same random choice of partitions

@@ -7,7 +7,7 @@ with its sensitivity and share of epsilon, partition selection, and HAVING/ORDER
 >>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {"x": {"lower": 0, "upper": 10}}}}})
 >>> sql = "SELECT COUNT(*) AS n, AVG(x) FROM t"
 >>> q = parse(sql); plan = build_plan(q, validate(q, sql, p), epsilon=1.0, delta=0.0)
->>> [(m.kind, m.epsilon) for m in plan.measurements]
+>>> [(m.kind.value, m.epsilon) for m in plan.measurements]
 [('count', 0.3333333333333333), ('sum', 0.3333333333333333), ('count_col', 0.3333333333333333)]
 """
 from __future__ import annotations
@@ -24,28 +24,33 @@ from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism
 from dpsql.frontend.scope import AGGREGATES, Scope, argument_bounds, group_keys, is_key, name_of, quantile_of
 from dpsql.plan.model import GroupKey, KeyColumn, Measurement, Output, Plan, Selection
 from dpsql.plan.allocation import check_budget_parameters, share
-from dpsql.plan.aggregates import Need, _aggregate_signature, _default_name, needs
+from dpsql.plan.aggregates import Need, handler, needs, signature
+from dpsql.plan.kinds import Bounding, OutputKind, Quantity
 
 
 def slot_names(outputs: list) -> set[str]:
     return {f"o{i}" for i in range(len(outputs))}
 
 
-def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: TablePolicy) -> Measurement:
-    if need.kind == "sum":
+def _calibration(need: Need, L: int, C: int, table: TablePolicy) -> tuple[float, int]:
+    """(grid step, sensitivity in steps) of one noisy quantity: plan/sensitivity.py proves each bound."""
+    if need.kind == Quantity.SUM:
         g = granularity(need.lower, need.upper)
         bound = grid_bound(need.lower, need.upper, g)
-        sens = sum_sensitivity(L, C, bound) if need.bounding == "rows" else unit_total_sensitivity(L, bound)
-    elif need.kind in ("count_units", "units"):
-        g, sens = 1.0, count_sensitivity(L, 1)   # one unit counts once in each of <= L partitions
-    elif need.kind == "distinct":
-        g, sens = 1.0, distinct_sensitivity(L, C, len(table.columns[need.column].keys))
-    elif need.kind == "quantile":
-        g, sens = 1.0, quantile_tree_sensitivity(L, C)
-    elif need.bounding == "unit_total":
-        g, sens = 1.0, unit_total_sensitivity(L, grid_bound(need.lower, need.upper, 1.0))
-    else:
-        g, sens = 1.0, count_sensitivity(L, C)
+        return g, sum_sensitivity(L, C, bound) if need.bounding == Bounding.ROWS else unit_total_sensitivity(L, bound)
+    if need.kind in (Quantity.COUNT_UNITS, Quantity.UNITS):
+        return 1.0, count_sensitivity(L, 1)   # one unit counts once in each of <= L partitions
+    if need.kind == Quantity.DISTINCT:
+        return 1.0, distinct_sensitivity(L, C, len(table.columns[need.column].keys))
+    if need.kind == Quantity.QUANTILE:
+        return 1.0, quantile_tree_sensitivity(L, C)
+    if need.bounding == Bounding.UNIT_TOTAL:   # COUNT with per-group bounds
+        return 1.0, unit_total_sensitivity(L, grid_bound(need.lower, need.upper, 1.0))
+    return 1.0, count_sensitivity(L, C)
+
+
+def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: TablePolicy) -> Measurement:
+    g, sens = _calibration(need, L, C, table)
     if epsilon <= 0:
         raise InvalidParameter("DP401", "epsilon is too small to share between this query's aggregates")
     try:
@@ -75,9 +80,9 @@ class _Outputs:
         return len(self.items) - 1
 
     def aggregate(self, agg: exp.Expression, name: str | None, hidden: bool) -> int:
-        kind, column, argument = _aggregate_signature(agg, self.scope.table)
+        kind, column, argument = signature(agg, self.scope.table)
         bounds = aggregate_bounds(agg, self.scope.refuse)
-        q = quantile_of(agg) if kind == "quantile" else None
+        q = quantile_of(agg) if kind == OutputKind.QUANTILE else None
         if hidden:
             for i, o in enumerate(self.items):
                 if o is not None and (o.kind, o.column, o.per_row, o.per_group, o.quantile) == \
@@ -85,7 +90,7 @@ class _Outputs:
                     return i
         derived = argument_bounds(argument, self.scope.table) if argument is not None else None
         lower, upper = bounds.per_group or bounds.per_row or derived or (None, None)
-        default = _default_name(kind, column, None if isinstance(agg, exp.Median) else q)
+        default = handler(kind).name(column, None if isinstance(agg, exp.Median) else q)
         return self.add(Output(name=name or default, kind=kind, column=column, lower=lower, upper=upper,
                                hidden=hidden, argument=argument, per_row=bounds.per_row,
                                per_group=bounds.per_group, quantile=q))
@@ -101,7 +106,7 @@ class _Outputs:
         if index is not None:
             if index not in self.key_slot:
                 key = self.keys[index]
-                self.key_slot[index] = self.add(Output(name=key.label, kind="key", column=key.column,
+                self.key_slot[index] = self.add(Output(name=key.label, kind=OutputKind.KEY, column=key.column,
                                                        key_index=index, hidden=True))
             return exp.column(f"o{self.key_slot[index]}")
         if isinstance(node, exp.Column) and not node.table and name_of(node) in self.by_alias:
@@ -118,12 +123,12 @@ class _Outputs:
                 slot = self.aggregate(node, alias, hidden=False)
             elif index is not None:
                 slot = self.add(Output(name=alias or (node.name if isinstance(node, exp.Column) else node.sql()),
-                                       kind="key", column=self.keys[index].column, key_index=index))
+                                       kind=OutputKind.KEY, column=self.keys[index].column, key_index=index))
                 self.key_slot.setdefault(index, slot)
             else:
                 slot = len(self.items)
                 self.items.append(None)  # keep SELECT order: hidden slots go after it
-                self.items[slot] = Output(name=alias or node.sql(), kind="expr", column=None,
+                self.items[slot] = Output(name=alias or node.sql(), kind=OutputKind.EXPR, column=None,
                                           expression=node.copy().transform(self.to_slot))
             if alias:
                 self.by_alias[alias.lower()] = slot
@@ -151,7 +156,7 @@ class _Outputs:
                 if isinstance(slot_expr, exp.Column) and slot_expr.name in slot_names(self.items):
                     slot = slot_expr.name
                 else:   # an expression of released values (validated: no raw column): a hidden output
-                    slot = f"o{self.add(Output(name=target.sql(), kind='expr', column=None, expression=slot_expr, hidden=True))}"
+                    slot = f"o{self.add(Output(name=target.sql(), kind=OutputKind.EXPR, column=None, expression=slot_expr, hidden=True))}"
             order.append((slot, bool(ordered.args.get("desc"))))
         keys = [f"o{self.key_slot[i]}" for i in range(len(self.keys))]
         return order + [(slot, False) for slot in keys if slot not in {s for s, _ in order}]
@@ -176,31 +181,32 @@ def _measurements(outputs: list[Output], L: int, C: int, epsilon: float, selecti
 
     Partition selection adds the noisy unit count, shared with COUNT(DISTINCT unit) if asked for.
     """
-    plain = {(n.column, n.lower, n.upper) for o in outputs if o.kind == "sum" for n in needs(o)
-             if n.bounding == "rows"}
+    plain = {(n.column, n.lower, n.upper) for o in outputs if o.kind == OutputKind.SUM for n in needs(o)
+             if n.bounding == Bounding.ROWS}
 
     def needs_of(o: Output) -> list[Need]:
-        if o.kind == "count" and o.per_group is None and selecting and table.row_level:
+        if o.kind == OutputKind.COUNT and o.per_group is None and selecting and table.row_level:
             # At row level COUNT(*) is the unit count partition selection measures anyway: release
             # that one noisy count (as GoogleSQL and SmartNoise do) instead of splitting epsilon
             # for a second. Counts of groups just above the threshold then lean high.
-            return [Need("units", None)]
+            return [Need(Quantity.UNITS, None)]
         # An AVG beside a plain SUM of the same values reuses it: with that sum released anyway,
         # centring gains nothing (m + (S - m*n)/n = S/n) and a second sum would split epsilon further.
-        if o.kind == "avg" and o.per_group is None and (o.column, *(o.per_row or (o.lower, o.upper))) in plain:
+        if o.kind == OutputKind.AVG and o.per_group is None and (o.column, *(o.per_row or (o.lower, o.upper))) in plain:
             row = o.per_row or (o.lower, o.upper)
-            return [Need("sum", o.column, *row, argument=o.argument), Need("count_col", o.column, argument=o.argument)]
+            return [Need(Quantity.SUM, o.column, *row, argument=o.argument),
+                    Need(Quantity.COUNT_COL, o.column, argument=o.argument)]
         return needs(o)
 
-    needed = list(dict.fromkeys(need for o in outputs if o.kind not in ("key", "expr") for need in needs_of(o)))
-    if selecting and Need("units", None) not in needed:
-        needed.append(Need("units", None))
+    needed = list(dict.fromkeys(need for o in outputs if o.kind.aggregate for need in needs_of(o)))
+    if selecting and Need(Quantity.UNITS, None) not in needed:
+        needed.append(Need(Quantity.UNITS, None))
     if not needed:
         raise InvalidParameter("DP301", "the query releases no aggregate", rule="releases_an_aggregate")
     names = {need: f"m{i}" for i, need in enumerate(needed)}
     measurements = [_measurement(names[need], need, L, C, share(epsilon, len(needed)), table) for need in needed]
     outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs_of(o))})
-               if o.kind not in ("key", "expr") else o for o in outputs]
+               if o.kind.aggregate else o for o in outputs]
     return measurements, outputs
 
 
@@ -259,7 +265,7 @@ def _contribution_limits(scope: Scope, keys: list[GroupKey]) -> tuple[int, int]:
 
 def _selection(measurements: list[Measurement], L: int, delta: float) -> Selection:
     """DP partition selection on the noisy unit count, thresholded by its mechanism for delta."""
-    units = next(m for m in measurements if m.kind == "units")
+    units = next(m for m in measurements if m.kind == Quantity.UNITS)
     try:
         threshold = mechanism(units.mechanism).selection_threshold(units.scale, L, delta)
     except (ValueError, OverflowError):

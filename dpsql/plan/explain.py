@@ -18,29 +18,20 @@ import sqlglot
 
 from typing import TYPE_CHECKING
 
+from dpsql.plan.aggregates import handler
+from dpsql.plan.kinds import OutputKind, Quantity
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
+from dpsql.plan.text import CONFIDENCE, fmt
 
 if TYPE_CHECKING:   # the model renders itself with this module: it imports the model only for types
     from dpsql.plan.model import Measurement, Plan
 
-CONFIDENCE = 0.95   # the level of every error bar explain reports (a measurement's ``error``)
-
-
-def fmt(x: float) -> str:
-    """Short, exact-enough numbers: integers as integers, powers of two as 2^k when tiny."""
-    if x == int(x) and abs(x) < 1e15:
-        return str(int(x))
-    if x > 0 and math.log2(x) == int(math.log2(x)) and x < 1e-3:
-        return f"2^{int(math.log2(x))}"
-    return f"{x:.6g}"
-
-
 def measurement_lines(m: Measurement) -> list[str]:
     g = m.granularity
     lines = [f"  {m.name}  {m.label}"]
-    if m.kind == "sum":
+    if m.kind == Quantity.SUM:
         lines.append(f"      clamp to [{fmt(m.lower)}, {fmt(m.upper)}], exact sum on a grid of step {fmt(g)}")
-    if m.kind == "quantile":
+    if m.kind == Quantity.QUANTILE:
         width = (m.upper - m.lower) / TREE_LEAVES
         lines.append(f"      clamp to [{fmt(m.lower)}, {fmt(m.upper)}]; tree of branching {TREE_BRANCHING}, depth "
                      f"{TREE_DEPTH} ({TREE_LEAVES} leaves of width {fmt(width)}); noisy counts of the children "
@@ -51,7 +42,7 @@ def measurement_lines(m: Measurement) -> list[str]:
         f"      mechanism {m.mechanism}" + (" on the grid" if g != 1 else " (integer)"),
         f"      epsilon {m.epsilon:.6g}, noise scale {fmt(m.scale * g)}"
         + (f" (std dev {fmt(math.sqrt(2) * m.scale * g)})" if m.scale else ""),
-        f"      {int(CONFIDENCE * 100)}% of {'node counts' if m.kind == 'quantile' else 'answers'} within "
+        f"      {int(CONFIDENCE * 100)}% of {'node counts' if m.kind == Quantity.QUANTILE else 'answers'} within "
         f"+-{fmt(m.error)} of the bounded exact value",
     ]
     return lines
@@ -60,24 +51,11 @@ def measurement_lines(m: Measurement) -> list[str]:
 def output_line(plan: Plan, index: int) -> str:
     o = plan.outputs[index]
     hidden = "  (for HAVING/ORDER BY, not shown)" if o.hidden else ""
-    if o.kind == "key":
+    if o.kind == OutputKind.KEY:
         return f"  {o.name} = group key {plan.group_keys[o.key_index].label}{hidden}"
-    if o.kind == "expr":
+    if o.kind == OutputKind.EXPR:
         return f"  {o.name} = {o.expression.sql(dialect='duckdb')}{hidden}"
-    ms = o.measurements
-    if o.kind == "avg":
-        offset = plan.measurement(ms[0]).offset
-        start = f"{fmt(offset)} + " if offset is not None else ""
-        return f"  {o.name} = {start}{ms[0]} / max({ms[1]}, 1), clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}"
-    if o.kind.startswith(("var", "stddev")):
-        root = "sqrt of " if o.kind.startswith("stddev") else ""
-        return (f"  {o.name} = {root}{ms[2]}/n - ({ms[1]}/n)^2 with n = max({ms[0]}, 1), "
-                f"{'times n/(n-1), ' if o.kind.endswith('_samp') else ''}never negative{hidden}")
-    if o.kind == "quantile":
-        return (f"  {o.name} = quantile {o.quantile:g} by descending {ms[0]} (noisy counts < 0 read as 0), "
-                f"interpolated in its leaf, clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}")
-    error = plan.measurement(ms[0]).error
-    return f"  {o.name} = {ms[0]}{hidden}   ({int(CONFIDENCE * 100)}%: within +-{fmt(error)})"
+    return f"  {o.name} = {handler(o.kind).explain(plan, o, hidden)}"
 
 
 def explain_text(plan: Plan) -> str:

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 from dpsql.mechanisms.base import MECHANISMS, mechanism
 from dpsql.errors import InternalError
-from dpsql.plan.explain import CONFIDENCE, explain_text
+from dpsql.plan.explain import explain_text
+from dpsql.plan.kinds import Bounding, OutputKind, Quantity
+from dpsql.plan.text import CONFIDENCE
 from dpsql.policy import TablePolicy
 
 
@@ -24,9 +26,7 @@ class Measurement:
     ``sensitivity`` and ``scale`` are in grid steps; multiply by ``granularity`` for output units.
     """
     name: str
-    kind: str                     # "count" (COUNT(*)), "count_col" (COUNT(col)), "sum" (SUM(col)),
-                                  # "count_units" (units with a value: AVG's denominator per group),
-                                  # "quantile" (the node counts of a quantile tree over [lower, upper])
+    kind: Quantity
     column: str | None
     lower: float | None           # clamp bounds of what is summed: a row's value ("rows"),
     upper: float | None           # a unit's total or mean in one partition ("unit_total", "unit_mean")
@@ -34,7 +34,7 @@ class Measurement:
     sensitivity: int
     epsilon: float
     scale: float                  # the dyadic noise scale actually used, >= sensitivity / epsilon
-    bounding: str = "rows"        # "rows": clamp rows, cap C per unit; else clamp per-unit aggregates
+    bounding: Bounding = Bounding.ROWS
     row_lower: float | None = None  # optional per-row clamp before a per-unit aggregate
     row_upper: float | None = None
     argument: exp.Expression | None = None   # what is counted or summed per row (columns clamped)
@@ -43,9 +43,11 @@ class Measurement:
     mechanism: str = "discrete Laplace"
 
     def __post_init__(self):
-        if self.kind not in ("count", "count_col", "sum", "count_units", "units", "distinct", "quantile") or \
-                self.bounding not in ("rows", "unit_total", "unit_mean"):
-            raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug")
+        try:   # the enums, from their values too
+            object.__setattr__(self, "kind", Quantity(self.kind))
+            object.__setattr__(self, "bounding", Bounding(self.bounding))
+        except ValueError:
+            raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug") from None
         if self.mechanism not in MECHANISMS or not mechanism(self.mechanism).covers(
                 self.sensitivity, self.scale, self.epsilon):
             raise InternalError("DP999", f"measurement {self.name} is under-noised: this is probably a bug")
@@ -57,10 +59,11 @@ class Measurement:
 
     @property
     def label(self) -> str:
-        label = {"count": "COUNT(*)", "count_col": f"COUNT({self.column})", "sum": f"SUM({self.column})",
-                 "count_units": f"COUNT(units with {self.column})", "units": "COUNT(DISTINCT unit)",
-                 "distinct": f"COUNT(DISTINCT {self.column})", "quantile": f"QUANTILE TREE({self.column})"}[self.kind]
-        if self.bounding == "unit_mean":
+        label = {Quantity.COUNT: "COUNT(*)", Quantity.COUNT_COL: f"COUNT({self.column})",
+                 Quantity.SUM: f"SUM({self.column})", Quantity.COUNT_UNITS: f"COUNT(units with {self.column})",
+                 Quantity.UNITS: "COUNT(DISTINCT unit)", Quantity.DISTINCT: f"COUNT(DISTINCT {self.column})",
+                 Quantity.QUANTILE: f"QUANTILE TREE({self.column})"}[self.kind]
+        if self.bounding == Bounding.UNIT_MEAN:
             return f"SUM(per-unit AVG({self.column}))"
         if self.offset is not None:
             centred = f"{self.column} - {self.offset:g}"
@@ -72,7 +75,7 @@ class Measurement:
 class Output:
     """One released column: a group key, or post-processing of measurements."""
     name: str                     # the name the user sees
-    kind: str                     # "key", "count", "count_col", "sum", "avg", "expr"
+    kind: OutputKind
     column: str | None
     measurements: tuple[str, ...] = ()
     key_index: int | None = None  # kind "key": which GROUP BY item

@@ -1,0 +1,15 @@
+"""How the plan writes numbers, and the confidence level of every error bar it reports."""
+from __future__ import annotations
+
+import math
+
+CONFIDENCE = 0.95   # the level of every error bar explain reports (a measurement's ``error``)
+
+
+def fmt(x: float) -> str:
+    """Short, exact-enough numbers: integers as integers, powers of two as 2^k when tiny."""
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x))
+    if x > 0 and math.log2(x) == int(math.log2(x)) and x < 1e-3:
+        return f"2^{int(math.log2(x))}"
+    return f"{x:.6g}"
