@@ -1,7 +1,9 @@
-"""The data owner's policy: which table holds people, how to bound them, and the total budget.
+"""The data owner's policy: which tables hold people, how their rows reach a person, how to bound
+them, which tables are public, and the total budget.
 
 Loaded from YAML or a dict, validated whole (errors name the bad entry's path), then checked
-against the real DuckDB schema at connect time.
+against the real DuckDB schema (and referenced keys against the data) at connect time. Links between
+tables (``privacy_unit: {via: ..., references: ...}``) are resolved in ``dpsql/policy_graph.py``.
 
 >>> p = load_policy({"version": 1, "budget": {"epsilon": 1.0},
 ...                  "tables": {"t": {"privacy_unit": "row", "columns": {"x": {"lower": 0, "upper": 1}}}}})
@@ -19,6 +21,7 @@ import yaml
 
 from dpsql.errors import PolicyError
 from dpsql.plan.sensitivity import MAX_BOUND
+from dpsql.policy_graph import Declared, Link, invalid as _fail, parse_link, resolve_links
 
 ROW = "row"
 
@@ -46,25 +49,72 @@ class ColumnPolicy:
 
 @dataclass(frozen=True)
 class TablePolicy:
-    """One private table: its privacy unit and contribution bounds L and C."""
+    """One table: its privacy unit and contribution bounds L and C, or ``public``.
+
+    A root table defines its unit (``privacy_unit`` a column, or ``row``). A linked table reaches a
+    root through ``path`` (its own link first); its ``privacy_unit`` is its ``via`` column, and
+    ``unit_key`` says whether that column holds the unit's key itself (one link, to the root's unit
+    column) or only a join along the path can find it (None). A public table holds no person's data:
+    no unit (``privacy_unit`` is ``row``, so on its own it is treated as row-level, which is safe),
+    every column readable and groupable, its distinct values public keys.
+    """
     name: str
     privacy_unit: str                 # "row", or the (lower-cased) column identifying a person
     max_groups_per_unit: int = 1      # L
     max_rows_per_unit: int = 1        # C
     columns: Mapping[str, ColumnPolicy] = field(default_factory=dict)
+    public: bool = False
+    path: tuple[Link, ...] = ()       # the links to the root, this table's own first; () unless linked
+    root_unit: str | None = None      # a linked table: its root's privacy unit column
 
     @property
     def row_level(self) -> bool:
         return self.privacy_unit == ROW
 
+    @property
+    def link(self) -> Link | None:
+        """This table's own ``via`` link, or None (a root or a public table)."""
+        return self.path[0] if self.path else None
+
+    @property
+    def root(self) -> str | None:
+        """The table that defines this table's privacy unit (itself unless linked; None when public)."""
+        if self.public:
+            return None
+        return self.path[-1].references_table if self.path else self.name
+
+    @property
+    def root_column(self) -> str | None:
+        """The root's privacy unit: a column, or ``row`` for a row-level root (None when public)."""
+        if self.public:
+            return None
+        return self.root_unit if self.path else self.privacy_unit
+
+    @property
+    def unit_key(self) -> str | None:
+        """The column of this table whose value is the unit's key, or None when there is none here:
+        row level, public, or a linked table whose unit only a join along its path can find."""
+        if self.public or self.row_level:
+            return None
+        if not self.path:
+            return self.privacy_unit
+        link = self.path[0]
+        return link.column if len(self.path) == 1 and link.references_column == self.root_unit else None
+
     def is_identifier(self, column: str) -> bool:
         col = self.columns.get(column)
         return column == self.privacy_unit or (col is not None and col.identifier)
 
+    def has_public_keys(self, column: str) -> bool:
+        """May the column's values be released as group keys without DP selection? Declared keys, or
+        any column of a public table (its distinct values are public)."""
+        col = self.columns.get(column)
+        return self.public or (col is not None and col.keys is not None)
+
 
 @dataclass(frozen=True)
 class Policy:
-    """The whole policy: total budget, default per-query epsilon/delta, private tables."""
+    """The whole policy: total budget, default per-query epsilon/delta, the tables."""
     budget_epsilon: float
     budget_delta: float
     default_epsilon: float
@@ -72,9 +122,19 @@ class Policy:
     tables: Mapping[str, TablePolicy]
     version: int = 1
 
+    @property
+    def links(self) -> tuple[Link, ...]:
+        """Every declared link, one per linked table."""
+        return tuple(t.path[0] for t in self.tables.values() if t.path)
 
-def _fail(path: str, problem: str) -> PolicyError:
-    return PolicyError("DP501", f"invalid policy: {path}: {problem}")
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The tables that define a privacy unit (each private table reaches exactly one)."""
+        return tuple(name for name, t in self.tables.items() if not t.public and not t.path)
+
+    @property
+    def public_tables(self) -> tuple[str, ...]:
+        return tuple(name for name, t in self.tables.items() if t.public)
 
 
 def _number(value: Any, path: str, *, positive=False, nonnegative=False, integer=False) -> float:
@@ -135,31 +195,94 @@ def _column(name: str, spec: Any, path: str) -> ColumnPolicy:
     return ColumnPolicy(name=name, identifier=identifier, type=ctype, lower=lower, upper=upper, keys=keys)
 
 
-def _table(name: str, spec: Any, path: str) -> TablePolicy:
-    spec = _mapping(spec, path, {"privacy_unit", "max_groups_per_unit", "max_rows_per_unit", "columns"})
+def _columns(spec: Any, path: str) -> tuple[dict[str, ColumnPolicy], dict[str, str]]:
+    """The declared columns by lower-cased name, and the path of each entry as written."""
+    raw_columns = _mapping(spec or {}, path, set(spec or {}))
+    columns, paths = {}, {}
+    for cname, cspec in raw_columns.items():
+        if not isinstance(cname, str) or not cname:
+            raise _fail(path, f"column name {cname!r} must be a string")
+        key = cname.lower()
+        if key in columns:
+            raise _fail(f"{path}.{cname}", "declared twice (names are case-insensitive)")
+        paths[key] = f"{path}.{cname}"
+        columns[key] = _column(key, cspec, paths[key])
+    return columns, paths
+
+
+def _public_table(name: str, spec: Mapping, path: str) -> TablePolicy:
+    """A table that holds no person's data: no unit, no bounds L and C, no identifier columns."""
+    for key in ("privacy_unit", "max_groups_per_unit", "max_rows_per_unit"):
+        if key in spec:
+            raise _fail(f"{path}.{key}", "a public table holds no person's data: it has no privacy unit and "
+                                         "no contribution bounds (remove the entry, or `public: true`)")
+    columns, paths = _columns(spec.get("columns"), f"{path}.columns")
+    for cname, col in columns.items():
+        if col.identifier:
+            raise _fail(f"{paths[cname]}.identifier", "a public table holds no person's data: none of its "
+                                                      "columns identifies a person")
+    return TablePolicy(name=name, privacy_unit=ROW, columns=columns, public=True)
+
+
+def _unit(name: str, spec: Mapping, path: str) -> tuple[str, Link | None]:
+    """The privacy unit entry: a column or `row` (a root), or a link towards the root."""
     if "privacy_unit" not in spec:
-        raise _fail(f"{path}.privacy_unit", "is required (a column name, or `row`)")
+        raise _fail(f"{path}.privacy_unit", "is required (a column name, or `row`, or {via: column, "
+                                            "references: table.column}; or declare the table `public: true`)")
     unit = spec["privacy_unit"]
+    if isinstance(unit, Mapping):
+        link = parse_link(name, unit, f"{path}.privacy_unit")
+        return link.column, link
     if not isinstance(unit, str) or not unit:
         raise _fail(f"{path}.privacy_unit", "must be a column name or `row`")
-    unit = unit.lower()
+    return unit.lower(), None
+
+
+def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
+    spec = _mapping(spec, path, {"public", "privacy_unit", "max_groups_per_unit", "max_rows_per_unit", "columns"})
+    public = spec.get("public", False)
+    if not isinstance(public, bool):
+        raise _fail(f"{path}.public", "must be true or false")
+    if public:
+        return _public_table(name, spec, path), None
+    unit, link = _unit(name, spec, path)
     L = _number(spec.get("max_groups_per_unit", 1), f"{path}.max_groups_per_unit", integer=True, positive=True)
     C = _number(spec.get("max_rows_per_unit", 1), f"{path}.max_rows_per_unit", integer=True, positive=True)
     if unit == ROW and (L != 1 or C != 1):
         raise _fail(f"{path}.privacy_unit", "with `row`, max_groups_per_unit and max_rows_per_unit must be 1")
-    raw_columns = _mapping(spec.get("columns", {}) or {}, f"{path}.columns", set(spec.get("columns", {}) or {}))
-    columns = {}
-    for cname, cspec in raw_columns.items():
-        if not isinstance(cname, str) or not cname:
-            raise _fail(f"{path}.columns", f"column name {cname!r} must be a string")
-        key = cname.lower()
-        if key in columns:
-            raise _fail(f"{path}.columns.{cname}", "declared twice (names are case-insensitive)")
-        columns[key] = _column(key, cspec, f"{path}.columns.{cname}")
+    columns, paths = _columns(spec.get("columns", {}), f"{path}.columns")
+    via = columns.get(unit)
+    if link is not None and via is not None and (via.keys is not None or via.bounded):
+        raise _fail(paths[unit], f"links {name} to its privacy unit ({path}.privacy_unit.via), so it identifies "
+                                 "a person: it cannot have keys or bounds")
     if unit != ROW:
-        # The privacy unit always identifies a person, declared so or not.
+        # The privacy unit (or the link towards it) always identifies a person, declared so or not.
         columns[unit] = ColumnPolicy(name=unit, identifier=True)
-    return TablePolicy(name=name, privacy_unit=unit, max_groups_per_unit=L, max_rows_per_unit=C, columns=columns)
+    table = TablePolicy(name=name, privacy_unit=unit, max_groups_per_unit=L, max_rows_per_unit=C, columns=columns)
+    return table, link
+
+
+def _tables(raw: Any) -> dict[str, TablePolicy]:
+    """Every table, its links resolved (policy_graph.py)."""
+    if not raw:
+        raise _fail("tables", "at least one private table is required")
+    raw = _mapping(raw, "tables", set(raw))
+    tables: dict[str, TablePolicy] = {}
+    links: dict[str, Declared] = {}
+    paths: dict[str, str] = {}
+    for tname, tspec in raw.items():
+        if not isinstance(tname, str) or not tname:
+            raise _fail("tables", f"table name {tname!r} must be a string")
+        name = tname.lower()
+        if name in tables:
+            raise _fail(f"tables.{tname}", "declared twice (names are case-insensitive)")
+        paths[name] = f"tables.{tname}"
+        tables[name], link = _table(name, tspec, paths[name])
+        if link is not None:
+            links[name] = Declared(link, f"{paths[name]}.privacy_unit", paths)
+    if all(t.public for t in tables.values()):
+        raise _fail("tables", "at least one private table is required (every table is public)")
+    return resolve_links(tables, links) if links else tables
 
 
 def load_policy(source: str | Path | Mapping) -> Policy:
@@ -196,14 +319,6 @@ def load_policy(source: str | Path | Mapping) -> Policy:
         raise _fail("budget.delta", "must be < 1")
     default_eps = _number(raw.get("default_epsilon", min(1.0, total_eps)), "default_epsilon", positive=True)
     default_delta = _number(raw.get("default_delta", 0.0), "default_delta", nonnegative=True)
-    tables_raw = raw.get("tables")
-    if not tables_raw:
-        raise _fail("tables", "at least one private table is required")
-    tables_raw = _mapping(tables_raw, "tables", set(tables_raw))
-    tables = {}
-    for tname, tspec in tables_raw.items():
-        if not isinstance(tname, str) or not tname:
-            raise _fail("tables", f"table name {tname!r} must be a string")
-        tables[tname.lower()] = _table(tname.lower(), tspec, f"tables.{tname}")
+    tables = _tables(raw.get("tables"))
     return Policy(budget_epsilon=total_eps, budget_delta=total_delta, default_epsilon=default_eps,
                   default_delta=default_delta, tables=tables, version=version)

@@ -20,7 +20,8 @@ def canonical(doc: Any) -> str:
 
 
 def policy_document(policy: Policy) -> dict:
-    """The part of a policy a ledger is bound to: the budget and every table's declarations.
+    """The part of a policy a ledger is bound to: the budget and every table's declarations (a linked
+    table's ``privacy_unit`` as its link, a public table as ``public`` and its columns).
 
     Named fields only (not ``dataclasses.asdict``), so a new policy field does not orphan old ledgers.
     """
@@ -31,7 +32,13 @@ def policy_document(policy: Policy) -> dict:
             keys = None if c.keys is None else sorted(c.keys, key=canonical)
             columns[cname] = {"identifier": c.identifier, "type": c.type, "lower": c.lower,
                               "upper": c.upper, "keys": keys}
-        tables[name] = {"privacy_unit": t.privacy_unit, "max_groups_per_unit": t.max_groups_per_unit,
+        if t.public:
+            tables[name] = {"public": True, "columns": columns}
+            continue
+        # A table without a link keeps the form of a one-table policy, byte for byte (old ledgers).
+        unit: Any = t.privacy_unit if t.link is None else {
+            "via": t.link.column, "references": f"{t.link.references_table}.{t.link.references_column}"}
+        tables[name] = {"privacy_unit": unit, "max_groups_per_unit": t.max_groups_per_unit,
                         "max_rows_per_unit": t.max_rows_per_unit, "columns": columns}
     return {"version": policy.version, "tables": tables,
             # Plain floats: JSON prints them as Python's shortest repr, stable across versions.

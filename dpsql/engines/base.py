@@ -15,8 +15,9 @@ from dpsql.policy import Policy
 class Engine(Protocol):
     dialect: str   # the sqlglot dialect the lowering prints for
 
-    def bind_policy(self, policy: Policy, prefix: str) -> Policy:
-        """The policy with the catalog's column types and key tables (prefix: their random name)."""
+    def bind_policy(self, policy: Policy, prefix: str, data_version: str | None = None) -> Policy:
+        """The policy with the catalog's column types and key tables (prefix: their random name),
+        every key a link references checked unique in the data (once per data version)."""
         ...
 
     def lock_down(self) -> None:

@@ -9,7 +9,8 @@ from typing import Callable
 import duckdb
 import pyarrow as pa
 
-from dpsql.engines.duckdb_schema import bind_schema, key_tables
+from dpsql.accounting.replay import file_data_version
+from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables
 from dpsql.errors import PolicyError, UnsupportedConstruct
 from dpsql.policy import Policy
 
@@ -28,8 +29,9 @@ class DuckDBEngine:
 
     dialect = "duckdb"
 
-    def __init__(self, con: duckdb.DuckDBPyConnection):
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None):
         self.con = con
+        self.path = path                   # the database file opened read-only, if any
         self.run_lock = threading.Lock()   # one DuckDB connection runs one query at a time
 
     @classmethod
@@ -41,13 +43,19 @@ class DuckDBEngine:
         if not path.exists():
             raise PolicyError("DP503", f"database file {str(path)!r} does not exist")
         try:
-            return cls(duckdb.connect(str(path), read_only=True))
+            return cls(duckdb.connect(str(path), read_only=True), path)
         except duckdb.Error as e:
             raise PolicyError("DP503", f"cannot open database {str(path)!r}: {e}") from None
 
-    def bind_policy(self, policy: Policy, prefix: str) -> Policy:
+    def bind_policy(self, policy: Policy, prefix: str, data_version: str | None = None) -> Policy:
+        """The policy bound to the catalog (DP502), its referenced keys unique in the data (DP504;
+        checked once per data version: the caller's, else a database file's own, else every time)."""
+        if data_version is None and self.path is not None:
+            data_version = file_data_version(self.path)   # read after the read-only open
         try:
-            return key_tables(bind_schema(policy, self.con), self.con, prefix)
+            bound = bind_schema(policy, self.con)
+            check_referenced_keys(bound, self.con, data_version)
+            return key_tables(bound, self.con, prefix)
         except duckdb.Error as e:
             raise PolicyError("DP502", f"cannot read the database schema: {e}") from None
 

@@ -1,4 +1,5 @@
-"""Check the policy against the real DuckDB schema and record each column's SQL type.
+"""Check the policy against the real DuckDB schema and record each column's SQL type; check that every
+key a link references is unique in the data (once per data version).
 
 >>> import duckdb
 >>> con = duckdb.connect(); _ = con.execute("CREATE TABLE t (x INTEGER)")
@@ -10,11 +11,12 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import duckdb
 
 from dpsql.errors import PolicyError
-from dpsql.policy import Policy, TablePolicy
+from dpsql.policy import ColumnPolicy, Link, Policy, TablePolicy
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                  "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL")
@@ -43,10 +45,7 @@ def table_schema(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     return {name.lower(): dtype for name, dtype in rows}
 
 
-def _bind_table(table: TablePolicy, con) -> TablePolicy:
-    schema = table_schema(con, table.name)
-    if not schema:
-        raise _fail(f"table {table.name!r} (tables.{table.name}) does not exist")
+def _bind_table(table: TablePolicy, schema: dict[str, str], con) -> TablePolicy:
     columns = {}
     for name, col in table.columns.items():
         path = f"tables.{table.name}.columns.{name}"
@@ -66,17 +65,108 @@ def _bind_table(table: TablePolicy, con) -> TablePolicy:
         columns[name] = dataclasses.replace(col, sql_type=sql_type, keys=keys)
     if not table.row_level and table.privacy_unit not in schema:
         raise _fail(f"tables.{table.name}.privacy_unit: column {table.privacy_unit!r} does not exist")
+    if table.public:
+        # Every column of a public table is readable: the undeclared ones too, with their types.
+        for name, sql_type in schema.items():
+            columns.setdefault(name, ColumnPolicy(name=name, sql_type=sql_type))
     return dataclasses.replace(table, columns=columns)
+
+
+def _kind(sql_type: str) -> str:
+    return "numeric" if is_numeric(sql_type) else "string" if is_string(sql_type) else sql_type
+
+
+def _bind_link(link: Link, schemas: dict[str, dict[str, str]]) -> None:
+    """Both ends of a link exist and compare without a cast that could fail on some value."""
+    path = f"tables.{link.table}.privacy_unit"
+    via = schemas[link.table].get(link.column)
+    if via is None:
+        raise _fail(f"{path}.via: column {link.column!r} does not exist in table {link.table!r}")
+    key = schemas[link.references_table].get(link.references_column)
+    if key is None:
+        raise _fail(f"{path}.references: column {link.references_column!r} does not exist in table "
+                    f"{link.references_table!r}")
+    if _kind(via) != _kind(key):
+        raise _fail(f"{path}: {link} compares {via} with {key}; a link needs columns of one kind "
+                    "(both numeric, both text, or the same type)")
 
 
 def bind_schema(policy: Policy, con: duckdb.DuckDBPyConnection) -> Policy:
     """Return the policy with SQL types filled in and keys converted to the column types.
 
     Raises:
-        PolicyError (DP502): a table or column is missing, bounds on a non-numeric column, bad keys.
+        PolicyError (DP502): a table or column is missing, bounds on a non-numeric column, bad keys,
+        a link between columns of different kinds.
     """
-    tables = {name: _bind_table(t, con) for name, t in policy.tables.items()}
+    schemas = {}
+    for name in policy.tables:
+        schemas[name] = table_schema(con, name)
+        if not schemas[name]:
+            raise _fail(f"table {name!r} (tables.{name}) does not exist")
+    for link in policy.links:
+        _bind_link(link, schemas)
+    tables = {name: _bind_table(t, schemas[name], con) for name, t in policy.tables.items()}
     return dataclasses.replace(policy, tables=tables)
+
+
+# (data version, table, column) -> whether the column held a repeated value: the data of one version
+# does not change, so each referenced key is checked once per version, not per connection or query.
+_UNIQUE_CHECKED: dict[tuple[str, str, str], bool] = {}
+_UNIQUE_LOCK = threading.Lock()
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def declared_unique(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Does DuckDB itself enforce the column unique (a PRIMARY KEY or UNIQUE constraint on it alone)?"""
+    rows = con.execute(
+        "SELECT 1 FROM duckdb_constraints() WHERE schema_name = current_schema() AND database_name = "
+        "current_database() AND lower(table_name) = ? AND constraint_type IN ('PRIMARY KEY', 'UNIQUE') "
+        "AND len(constraint_column_names) = 1 AND lower(constraint_column_names[1]) = ?", [table, column]).fetchall()
+    return bool(rows)
+
+
+def repeats_a_value(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Does a non-NULL value occur twice in ``table.column``? (NULL references no row.) A key DuckDB
+    enforces unique is not read; otherwise one hash aggregation (about 0.6 s per million rows on two cores)."""
+    if declared_unique(con, table, column):
+        return False
+    sql = (f"SELECT 1 FROM {_quoted(table)} WHERE {_quoted(column)} IS NOT NULL "
+           f"GROUP BY {_quoted(column)} HAVING COUNT(*) > 1 LIMIT 1")
+    return bool(con.execute(sql).fetchall())
+
+
+def check_referenced_keys(policy: Policy, con: duckdb.DuckDBPyConnection, data_version: str | None) -> None:
+    """Every key a link references is unique in its table, so each row reaches one row, hence one person.
+
+    Run on the trusted connection when the policy is bound; the outcome is kept per ``data_version``
+    (None: not kept). The error is for the data owner setting up: it names the table and column, never
+    a value or a count.
+
+    Raises:
+        PolicyError (DP504): a referenced key holds a repeated value.
+    """
+    checked: dict[tuple[str, str], bool] = {}
+    for link in policy.links:
+        target = (link.references_table, link.references_column)
+        key = (data_version, *target) if data_version is not None else None
+        with _UNIQUE_LOCK:
+            repeated = checked.get(target, _UNIQUE_CHECKED.get(key) if key is not None else None)
+        if repeated is None:
+            repeated = repeats_a_value(con, *target)
+            if key is not None:
+                with _UNIQUE_LOCK:
+                    _UNIQUE_CHECKED[key] = repeated
+        checked[target] = repeated
+        if repeated:
+            raise PolicyError(
+                "DP504", f"the policy does not hold for this database: {link.references_table}."
+                         f"{link.references_column} is not unique in table {link.references_table!r}, but "
+                         f"tables.{link.table}.privacy_unit references it ({link})",
+                hint="a link must reference a unique key (each row must reach exactly one row, hence one "
+                     "person); reference another column, or make the key unique in the data")
 
 
 def key_tables(policy: Policy, con: duckdb.DuckDBPyConnection, prefix: str) -> Policy:

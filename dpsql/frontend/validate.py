@@ -24,6 +24,7 @@ from dpsql.frontend.rules.structure import allowed_nodes, known_columns, one_pri
 from dpsql.frontend.rules.aggregates import aggregate_arguments, dp_options, quantile_arguments
 from dpsql.frontend.rules.privacy import group_keys_public, no_identifiers, outputs_are_aggregates_or_keys, post_clauses
 from dpsql.frontend.rules.expressions import bounded_strings, predicates_type_safe
+from dpsql.frontend.rules.tables import unit_in_table
 
 
 
@@ -36,6 +37,7 @@ SOURCE_RULES = (
 )
 # Rules about the query over that table.
 QUERY_RULES = (
+    unit_in_table,
     known_columns,
     no_identifiers,
     star_only_in_count,
