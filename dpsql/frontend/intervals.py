@@ -59,59 +59,79 @@ def _interval(node: exp.Expression, bounds) -> Interval | None:
         return (value, value)
     if isinstance(node, exp.Boolean):
         return (float(node.this), float(node.this))
+    for kinds, rule in _RULES:
+        if isinstance(node, kinds):
+            return rule(node, bounds)
+    return None
+
+
+def _arithmetic(node: exp.Expression, bounds) -> Interval | None:
     if isinstance(node, exp.Neg):
         inner = _interval(node.this, bounds)
         return None if inner is None else (-inner[1], -inner[0])
-    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
-        a, b = _interval(node.this, bounds), _interval(node.expression, bounds)
-        if a is None or b is None:
-            return None
-        op = {exp.Add: lambda x, y: x + y, exp.Sub: lambda x, y: x - y, exp.Mul: lambda x, y: x * y}[type(node)]
-        return _corners(a, b, op)
+    a, b = _interval(node.this, bounds), _interval(node.expression, bounds)
+    if a is None or b is None:
+        return None
     if isinstance(node, exp.Div):
-        a, b = _interval(node.this, bounds), _interval(node.expression, bounds)
-        if a is None or b is None or b[0] <= 0 <= b[1]:
+        if b[0] <= 0 <= b[1]:
             return None   # a divisor that can be 0 has no finite bound
         return _corners(a, b, lambda x, y: x / y)
-    if isinstance(node, (exp.Case, exp.If)):
-        branches = [i.args.get("true") for i in node.args.get("ifs", [])] if isinstance(node, exp.Case) \
-            else [node.args.get("true")]
-        default = node.args.get("default") if isinstance(node, exp.Case) else node.args.get("false")
-        branches = [b for b in branches + [default] if b is not None and not isinstance(b, exp.Null)]
-        return _hull([_interval(b, bounds) for b in branches])
+    op = {exp.Add: lambda x, y: x + y, exp.Sub: lambda x, y: x - y, exp.Mul: lambda x, y: x * y}[type(node)]
+    return _corners(a, b, op)
+
+
+def _branches(node: exp.Expression, bounds) -> Interval | None:
+    """CASE/IF/COALESCE: the hull of what any branch yields (NULL branches yield nothing)."""
     if isinstance(node, exp.Coalesce):
         return _hull([_interval(a, bounds) for a in [node.this, *node.expressions]])
-    if isinstance(node, (exp.Greatest, exp.Least)):
-        parts = [_interval(a, bounds) for a in [node.this, *node.expressions]]
-        if any(p is None for p in parts):
-            return None
-        pick = max if isinstance(node, exp.Greatest) else min
-        return pick(p[0] for p in parts), pick(p[1] for p in parts)
-    if isinstance(node, exp.Abs):
-        a = _interval(node.this, bounds)
-        if a is None:
-            return None
-        if a[0] >= 0:
-            return a
-        if a[1] <= 0:
-            return (-a[1], -a[0])
-        return (0.0, max(-a[0], a[1]))
-    if isinstance(node, (exp.Round, exp.Floor, exp.Ceil)):
-        a = _interval(node.this, bounds)
-        return None if a is None else (math.floor(a[0]), math.ceil(a[1]))
-    if isinstance(node, (exp.Cast, exp.TryCast)):
-        a = _interval(node.this, bounds)
-        target = node.to.sql(dialect="duckdb").upper()
-        base = target.split("(")[0].strip()
-        if a is None or base not in NUMBERS:
-            return None
-        if base in INTEGER_TYPES:
-            # An integer cast rounds: it can move a value by up to one half in either direction.
-            return (math.floor(a[0]), math.ceil(a[1]))
-        if base in ("DECIMAL", "NUMERIC"):
-            # Rounded to its scale (DuckDB's default DECIMAL is (18, 3)): by at most half a last digit.
-            params = [int(p.name) for p in node.to.expressions if p.name.isdigit()]
-            half = 0.5 * 10.0 ** -(params[1] if len(params) > 1 else 3)
-            return (a[0] - half, a[1] + half)
+    branches = [i.args.get("true") for i in node.args.get("ifs", [])] if isinstance(node, exp.Case) \
+        else [node.args.get("true")]
+    default = node.args.get("default") if isinstance(node, exp.Case) else node.args.get("false")
+    branches = [b for b in branches + [default] if b is not None and not isinstance(b, exp.Null)]
+    return _hull([_interval(b, bounds) for b in branches])
+
+
+def _extremes(node: exp.Expression, bounds) -> Interval | None:
+    parts = [_interval(a, bounds) for a in [node.this, *node.expressions]]
+    if any(p is None for p in parts):
+        return None
+    pick = max if isinstance(node, exp.Greatest) else min
+    return pick(p[0] for p in parts), pick(p[1] for p in parts)
+
+
+def _absolute(node: exp.Expression, bounds) -> Interval | None:
+    a = _interval(node.this, bounds)
+    if a is None:
+        return None
+    if a[0] >= 0:
         return a
-    return None
+    if a[1] <= 0:
+        return (-a[1], -a[0])
+    return (0.0, max(-a[0], a[1]))
+
+
+def _rounded(node: exp.Expression, bounds) -> Interval | None:
+    a = _interval(node.this, bounds)
+    return None if a is None else (math.floor(a[0]), math.ceil(a[1]))
+
+
+def _cast(node: exp.Expression, bounds) -> Interval | None:
+    a = _interval(node.this, bounds)
+    target = node.to.sql(dialect="duckdb").upper()
+    base = target.split("(")[0].strip()
+    if a is None or base not in NUMBERS:
+        return None
+    if base in INTEGER_TYPES:
+        # An integer cast rounds: it can move a value by up to one half in either direction.
+        return (math.floor(a[0]), math.ceil(a[1]))
+    if base in ("DECIMAL", "NUMERIC"):
+        # Rounded to its scale (DuckDB's default DECIMAL is (18, 3)): by at most half a last digit.
+        params = [int(p.name) for p in node.to.expressions if p.name.isdigit()]
+        half = 0.5 * 10.0 ** -(params[1] if len(params) > 1 else 3)
+        return (a[0] - half, a[1] + half)
+    return a
+
+
+_RULES = (((exp.Neg, exp.Add, exp.Sub, exp.Mul, exp.Div), _arithmetic), ((exp.Case, exp.If, exp.Coalesce), _branches),
+          ((exp.Greatest, exp.Least), _extremes), (exp.Abs, _absolute), ((exp.Round, exp.Floor, exp.Ceil), _rounded),
+          ((exp.Cast, exp.TryCast), _cast))
