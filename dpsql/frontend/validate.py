@@ -22,7 +22,7 @@ from dpsql.policy import Policy
 from dpsql.frontend.scope import Scope, name_of
 from dpsql.frontend.rules.structure import allowed_nodes, known_columns, one_private_table, single_select, star_only_in_count
 from dpsql.frontend.rules.aggregates import aggregate_arguments, dp_options, quantile_arguments
-from dpsql.frontend.rules.privacy import group_keys_public, no_identifiers, outputs_are_aggregates_or_keys, post_clauses
+from dpsql.frontend.rules.privacy import group_keys_public, no_identifiers, order_by_outputs, outputs_are_aggregates_or_keys, post_clauses
 from dpsql.frontend.rules.expressions import bounded_strings, predicates_type_safe
 from dpsql.frontend.rules.tables import unit_in_table
 
@@ -48,6 +48,7 @@ QUERY_RULES = (
     predicates_type_safe,
     bounded_strings,
     post_clauses,
+    order_by_outputs,
 )
 VALIDATION_RULES = SOURCE_RULES + QUERY_RULES
 

@@ -146,10 +146,7 @@ class _Outputs:
         for ordered in (clause.expressions if clause else []):
             target = ordered.this
             if isinstance(target, exp.Literal) and not target.is_string and target.this.isdigit():
-                index = int(target.this)
-                if not 1 <= index <= len(visible):
-                    raise self.scope.refuse("DP307", f"ORDER BY {index}: there is no output column {index}", target,
-                                            rule="order_by_outputs")
+                index = int(target.this)   # in range: rule order_by_outputs
                 slot = f"o{visible[index - 1]}"
             else:
                 slot_expr = target.copy().transform(self.to_slot)

@@ -80,3 +80,13 @@ def post_clauses(select: exp.Select, scope: Scope) -> None:
     order = select.args.get("order")
     for ordered in (order.expressions if order else []):
         _released_only(ordered.this, keys, scope, "ORDER BY", aliases)
+
+
+def order_by_outputs(select: exp.Select, scope: Scope) -> None:
+    """ORDER BY <n> names one of the SELECT list's columns, counted from 1 (DP307)."""
+    order = select.args.get("order")
+    for ordered in (order.expressions if order else []):
+        target = ordered.this
+        if isinstance(target, exp.Literal) and not target.is_string and target.this.isdigit() and \
+                not 1 <= int(target.this) <= len(select.expressions):
+            raise scope.refuse("DP307", f"ORDER BY {target.this}: there is no output column {target.this}", target)
