@@ -2,6 +2,7 @@
 composed, replayed, and failing closed; with reliability tests across processes and SIGKILL."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -22,7 +23,7 @@ from click.testing import CliRunner
 import dpsql
 from dpsql.cli import commands as cli
 from dpsql.accounting import ledger as ledgers
-from dpsql.accounting import replay
+from dpsql.accounting import replay, store
 from dpsql.accounting.budget import Cost
 from dpsql.policy import load_policy
 from dpsql.errors import BudgetExceeded, ExecutionError
@@ -203,13 +204,15 @@ def test_refused_queries_write_nothing(files):
     assert not os.path.exists(ledger) or raw_rows(ledger) == []
 
 
-def test_the_ledger_is_append_only():
-    book = ledgers.Ledger(":memory:", load_policy(POLICY))
+def test_the_ledger_is_append_only(tmp_path):
+    path = str(tmp_path / "l.sqlite")
+    book = ledgers.Ledger(path, load_policy(POLICY))
     book.reserve(Cost.of(0.5, 0), sql="q", plan="p")
-    for statement in ("DELETE FROM charges", "UPDATE charges SET epsilon = '0'", "UPDATE meta SET value = 'x'",
-                      "DELETE FROM meta"):
-        with pytest.raises(sqlite3.IntegrityError):
-            book._db.execute(statement)
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as other:   # the file refuses any writer
+        for statement in ("DELETE FROM charges", "UPDATE charges SET epsilon = '0'", "UPDATE meta SET value = 'x'",
+                          "DELETE FROM meta"):
+            with pytest.raises(sqlite3.IntegrityError):
+                other.execute(statement)
     assert book.budget().spent_epsilon == 0.5
 
 
@@ -349,9 +352,10 @@ def _corrupt_files(tmp_path):
     bad_amount = tmp_path / "bad_amount.sqlite"
     book = ledgers.Ledger(str(bad_amount), load_policy(POLICY))
     book.reserve(Cost.of(0.1, 0), sql="q", plan="p")
-    book._db.execute("INSERT INTO charges (time, sql, plan, epsilon, delta, composition, status) "
-                     "VALUES ('t', 'q', 'p', '-0.5', '0', 'basic', 'released')")
     book.close()
+    with contextlib.closing(sqlite3.connect(bad_amount, isolation_level=None)) as con:
+        con.execute("INSERT INTO charges (time, sql, plan, epsilon, delta, composition, status) "
+                    "VALUES ('t', 'q', 'p', '-0.5', '0', 'basic', 'released')")
     truncated = tmp_path / "truncated.sqlite"
     book = ledgers.Ledger(str(truncated), load_policy(POLICY))
     for i in range(300):
@@ -380,7 +384,7 @@ def test_a_corrupt_ledger_fails_closed_and_is_never_recreated(files, tmp_path):
 
 def test_a_locked_ledger_fails_closed_and_spends_nothing(files, monkeypatch):
     db_path, policy, ledger = files
-    monkeypatch.setattr(ledgers, "BUSY_TIMEOUT", 0.2)
+    monkeypatch.setattr(store, "BUSY_TIMEOUT", 0.2)
     db = dpsql.connect(db_path, policy=policy, ledger=ledger)
     db.sql(COUNT)
     holder = sqlite3.connect(ledger, isolation_level=None, timeout=1)
