@@ -12,6 +12,10 @@ spends no budget and draws no noise, so whoever can call it already holds the da
 runs on neighbouring databases are coupled; ``stage="measurements"`` returns each candidate group's
 keys and exact measurements instead of the released outputs.
 
+The accessors below (``duckdb_connection``, ``ledger``, ``noise_function``, ``random_source``,
+``bind``, ``fetch``, ``before_run``) hand the trusted caller what tests need from a connection's
+inside, so tests never read its private attributes; they add nothing an analyst's SQL can reach.
+
 >>> import duckdb, dpsql
 >>> con = duckdb.connect(); _ = con.execute("CREATE TABLE t AS SELECT range % 2 AS g FROM range(10)")
 >>> db = dpsql.connect(con, ledger=":memory:", policy={"budget": {"epsilon": 1}, "tables": {"t": {
@@ -21,13 +25,19 @@ keys and exact measurements instead of the released outputs.
 """
 from __future__ import annotations
 
+import contextlib
 import secrets
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
+from dpsql.accounting.ledger import Ledger
 from dpsql.api.connection import PrivateConnection
+from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.mechanisms.randomness import RandomSource
 from dpsql.plan.model import Plan
 
 NOISE = ("identity", "zero")
@@ -59,7 +69,7 @@ def _function(db: PrivateConnection, noise: str) -> str:
     names = db.__dict__.setdefault("_testing_functions", {})
     if noise not in names:
         names[noise] = f"dpsql_{noise}_{secrets.token_hex(6)}"
-        db._engine.register_noise(names[noise], _identity if noise == "identity" else _zero)
+        _engine(db).register_noise(names[noise], _identity if noise == "identity" else _zero)
     return names[noise]
 
 
@@ -78,7 +88,67 @@ def run(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: fl
     (``duckdb.Error``): for these tests any such error is a finding.
     """
     plan = lower(db, sql, epsilon, delta, noise=noise, sampling=sampling, stage=stage, **options)
-    engine = db._engine
+    return Exact(plan, fetch(db, bind(db, plan.rewritten_sql)))
+
+
+# --- trusted accessors: in-process only, never behind a server ---------------------------------------
+
+def _engine(db: PrivateConnection) -> DuckDBEngine:
+    return db._engine
+
+
+def duckdb_connection(db: PrivateConnection) -> duckdb.DuckDBPyConnection:
+    """The DuckDB connection ``db`` runs its queries on (locked down, read-only for a file).
+
+    Whatever runs on it bypasses the allowlist, the noise and the budget: tests set up data, read
+    exact answers and check the lock-down with it.
+    """
+    return _engine(db).con
+
+
+def ledger(db: PrivateConnection) -> Ledger:
+    """The budget ledger ``db`` charges (tests close it to let another process lock the file)."""
+    return db._ledger
+
+
+def noise_function(db: PrivateConnection) -> str:
+    """The name of ``db``'s real noise UDF, as its rewritten SQL calls it."""
+    return db._noise_function
+
+
+def random_source(db: PrivateConnection) -> RandomSource:
+    """Where ``db``'s noise draws its randomness."""
+    return db._source
+
+
+def bind(db: PrivateConnection, sql: str) -> duckdb.DuckDBPyRelation:
+    """``sql`` bound on ``db``'s engine, one query at a time; a binder error propagates as ``duckdb.Error``
+    (``db.sql`` would refuse it for free as DP311)."""
+    engine = _engine(db)
     with engine.run_lock:
-        relation = engine.con.sql(plan.rewritten_sql)   # a binder error propagates as duckdb.Error too
-    return Exact(plan, engine.run(relation))
+        return engine.con.sql(sql)
+
+
+def fetch(db: PrivateConnection, relation: duckdb.DuckDBPyRelation) -> pa.Table:
+    """Run a bound query to the end on ``db``'s engine; an engine error propagates as is."""
+    return _engine(db).run(relation)
+
+
+@contextlib.contextmanager
+def before_run(db: PrivateConnection, hook: Callable[[], None]) -> Iterator[None]:
+    """Call ``hook`` each time ``db``'s engine is about to run a bound query (after ``db.sql`` has
+    charged): tests look at the ledger file at that moment."""
+    engine = _engine(db)
+    run, shadowed = engine.run, "run" in vars(engine)
+
+    def watched(bound: duckdb.DuckDBPyRelation) -> pa.Table:
+        hook()
+        return run(bound)
+    engine.run = watched   # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        if shadowed:
+            engine.run = run   # type: ignore[method-assign]
+        else:
+            del engine.run

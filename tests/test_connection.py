@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dpsql
+from dpsql import testing
 from dpsql.errors import BudgetExceeded, ExecutionError, InvalidParameter
 
 from conftest import POLICY, make_database, refusal
@@ -63,12 +64,10 @@ def test_bad_epsilon_or_delta_is_refused(db, epsilon, delta):
 
 
 def test_failure_after_the_spend_stays_spent_and_reveals_nothing(raw, policy):
-    db = dpsql.connect(raw, ledger=":memory:", policy=policy)
-
     class FailingSource:   # the query fails inside DuckDB, after the charge
         def below(self, n):
             raise RuntimeError("secret detail 123")
-    db._source = FailingSource()
+    db = dpsql.connect(raw, ledger=":memory:", policy=policy, rng=FailingSource())
     with pytest.raises(ExecutionError) as info:
         db.sql("SELECT COUNT(*) FROM people", epsilon=0.25)
     assert info.value.code == "DP900" and "123" not in info.value.message
@@ -83,7 +82,7 @@ def test_a_query_duckdb_cannot_bind_is_refused_before_the_spend(raw, policy):
 
 
 def test_connection_is_locked_down(db):
-    con = db._con
+    con = testing.duckdb_connection(db)
     setting = lambda name: con.execute("SELECT current_setting(?)", [name]).fetchone()[0]
     assert setting("enable_external_access") is False
     assert setting("lock_configuration") is True
@@ -97,7 +96,7 @@ def test_connection_is_locked_down(db):
 def test_noise_function_is_called_qualified_and_once_per_group(db):
     plan = db.explain("SELECT state, COUNT(*), SUM(income) FROM people GROUP BY state")
     sql = plan.rewritten_sql
-    name = db._noise_function
+    name = testing.noise_function(db)
     assert sql.count(f"system.main.{name}(") == 2 and sql.count(f"{name}(") == 2
     noisy = sql.split('"__noisy" AS MATERIALIZED')[1].split('"__out" AS')[0]
     assert noisy.count(name) == 2, "noise is drawn only in the per-group __noisy step"
@@ -108,7 +107,7 @@ def test_a_temp_macro_cannot_shadow_the_noise():
     # rewritten SQL calls system.main.<name>, which a temp macro does not shadow.
     con = make_database()
     db = dpsql.connect(con, ledger=":memory:", policy=POLICY)
-    con.execute(f"CREATE TEMP MACRO {db._noise_function}(x, n, k) AS x")
+    con.execute(f"CREATE TEMP MACRO {testing.noise_function(db)}(x, n, k) AS x")
     # Five fresh draws at scale 20 all exactly 0 would have probability below 1e-7.
     counts = [db.sql("SELECT COUNT(*) FROM people", epsilon=0.05, fresh=True).fetchall()[0][0] for _ in range(5)]
     assert counts != [1000] * 5, "noise still added"
@@ -117,7 +116,7 @@ def test_a_temp_macro_cannot_shadow_the_noise():
 def test_two_private_connections_on_one_duckdb_connection_have_separate_noise(raw, policy):
     a = dpsql.connect(raw, ledger=":memory:", policy=policy, rng=np.random.default_rng(1))
     b = dpsql.connect(raw, ledger=":memory:", policy=policy, rng=np.random.default_rng(1))
-    assert a._noise_function != b._noise_function
+    assert testing.noise_function(a) != testing.noise_function(b)
     assert a.sql("SELECT COUNT(*) FROM people").fetchall() == b.sql("SELECT COUNT(*) FROM people").fetchall()
 
 
@@ -181,7 +180,7 @@ def _without_noise(plan, db):
 
     def strip(node):
         if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous) \
-                and node.expression.name == db._noise_function:
+                and node.expression.name == testing.noise_function(db):
             return node.expression.expressions[0]
         return node
     return tree.transform(strip).sql("duckdb")

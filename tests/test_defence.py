@@ -6,6 +6,7 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql import testing
 
 from conftest import POLICY
 
@@ -33,7 +34,7 @@ def locked(tmp_path):
     con.close()
     db = dpsql.connect(path, policy={"budget": {"epsilon": 1}, "tables": {"people": {"privacy_unit": "id"}}},
                        ledger=":memory:")
-    return db._con
+    return testing.duckdb_connection(db)
 
 
 @pytest.mark.parametrize("attack", ATTACKS)

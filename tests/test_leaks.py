@@ -252,15 +252,14 @@ def attempt(db: dpsql.PrivateConnection, sql: str, *, noise: str, stage: str) ->
         plan = testing.lower(db, sql, noise=noise, sampling="hash", stage=stage)
     except dpsql.DpsqlError as err:
         return Outcome("refused", err.code, detail=err.message)
-    with db._engine.run_lock:
-        try:
-            relation = db._con.sql(plan.rewritten_sql)
-        except duckdb.Error as err:
-            return Outcome("refused", "DP311", plan=plan, detail=str(err).splitlines()[0])
-        try:
-            table = relation.to_arrow_table()
-        except duckdb.Error as err:
-            return Outcome("engine", type(err).__name__, plan=plan, detail=str(err)[:300])
+    try:
+        relation = testing.bind(db, plan.rewritten_sql)
+    except duckdb.Error as err:
+        return Outcome("refused", "DP311", plan=plan, detail=str(err).splitlines()[0])
+    try:
+        table = testing.fetch(db, relation)
+    except duckdb.Error as err:
+        return Outcome("engine", type(err).__name__, plan=plan, detail=str(err)[:300])
     return Outcome("answered", table=table, plan=plan)
 
 
@@ -813,7 +812,7 @@ def test_every_neighbour_adds_one_person(worlds, neighbour):
     """The neighbours are what they claim: one row more in people, one person (VISITS_ROWS rows over
     several groups) more in visits, and the base's values are inside the policy's bounds."""
     def one(db, sql):
-        return db._con.execute(sql).fetchall()[0]
+        return testing.duckdb_connection(db).execute(sql).fetchall()[0]
 
     base, other = worlds.base, worlds.neighbours[neighbour]
     assert one(other, "SELECT COUNT(*) FROM people")[0] == one(base, "SELECT COUNT(*) FROM people")[0] + 1

@@ -21,6 +21,7 @@ import yaml
 from click.testing import CliRunner
 
 import dpsql
+from dpsql import testing
 from dpsql.cli import commands as cli
 from dpsql.accounting import ledger as ledgers
 from dpsql.accounting import replay, store
@@ -141,29 +142,6 @@ def test_the_cli_keeps_one_budget_across_calls(files):
 
 # --- charge before release -----------------------------------------------------------------------
 
-class _Spy:
-    """Wraps the DuckDB connection: records what the ledger file says at the moment DuckDB runs."""
-
-    def __init__(self, con, ledger):
-        self._con, self._ledger, self.seen = con, ledger, []
-
-    def sql(self, text):
-        # dpsql binds the relation before charging and runs it after: look when it runs.
-        return _SpyRelation(self._con.sql(text), self)
-
-    def __getattr__(self, name):
-        return getattr(self._con, name)
-
-
-class _SpyRelation:
-    def __init__(self, relation, spy):
-        self._relation, self._spy = relation, spy
-
-    def to_arrow_table(self):
-        self._spy.seen.append(raw_rows(self._spy._ledger))   # a separate SQLite connection: committed data only
-        return self._relation.to_arrow_table()
-
-
 class FailingSource:
     """A noise source that fails: the query fails inside DuckDB, after the charge."""
 
@@ -174,9 +152,12 @@ class FailingSource:
 def test_the_spend_is_on_disk_before_duckdb_runs(files):
     db_path, policy, ledger = files
     db = dpsql.connect(db_path, policy=policy, ledger=ledger)
-    db._engine.con = spy = _Spy(db._engine.con, ledger)
-    db.sql(COUNT, epsilon=0.25)
-    (before,) = spy.seen
+    seen = []
+    # dpsql binds the relation before charging and runs it after: look when it runs, through a
+    # separate SQLite connection (committed data only).
+    with testing.before_run(db, lambda: seen.append(raw_rows(ledger))):
+        db.sql(COUNT, epsilon=0.25)
+    (before,) = seen
     assert [(status, eps) for _, status, eps, _, _ in before] == [("reserved", "0.25")]
     assert [r[1] for r in raw_rows(ledger)] == ["released"]
 
@@ -186,8 +167,7 @@ def test_a_query_that_fails_after_the_charge_stays_charged(tmp_path):
     con.execute("CREATE TABLE people AS SELECT range AS person_id, 'F' AS sex, 'CA' AS state, 1.0 AS income "
                 "FROM range(10)")
     ledger = str(tmp_path / "l.sqlite")
-    db = dpsql.connect(con, policy=POLICY, ledger=ledger)
-    db._source = FailingSource()
+    db = dpsql.connect(con, policy=POLICY, ledger=ledger, rng=FailingSource())
     with pytest.raises(ExecutionError):
         db.sql(COUNT, epsilon=0.25)
     assert [r[1:3] for r in raw_rows(ledger)] == [("failed", "0.25")]
@@ -396,7 +376,7 @@ def test_a_locked_ledger_fails_closed_and_spends_nothing(files, monkeypatch):
     holder.execute("ROLLBACK")
     assert db.budget.spent_epsilon == 0.1 and db.budget.queries == 1
     db.sql(BY_STATE)                                # released: works again
-    db._ledger.close()
+    testing.ledger(db).close()
     holder.execute("PRAGMA locking_mode = EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")               # not even readable
     with pytest.raises(LedgerError) as info:

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 import dpsql
+from dpsql import testing
 from dpsql.errors import PolicyError
 from dpsql.policy import load_policy
 from dpsql.engines.duckdb_schema import bind_schema
@@ -109,4 +110,4 @@ def test_a_database_path_is_opened_read_only(tmp_path):
     con.close()
     db = dpsql.connect(path, policy={"budget": {"epsilon": 1}, "tables": {"people": {"privacy_unit": "id"}}})
     assert db.sql("SELECT COUNT(*) FROM people").columns == ["count_star()"]
-    assert db._con.execute("SELECT current_setting('access_mode')").fetchone()[0].lower() == "read_only"
+    assert testing.duckdb_connection(db).execute("SELECT current_setting('access_mode')").fetchone()[0].lower() == "read_only"

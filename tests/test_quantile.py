@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import dpsql
+from dpsql import testing
 from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
 from dpsql.lower.quantile import ALPHA
@@ -192,7 +193,7 @@ def test_noisy_node_counts_are_discrete_laplace_with_scale_D_over_epsilon():
     assert plan.measurements[0].scale == TREE_DEPTH / 0.5
     diff = exact_sql(plan, "SELECT c.noisy - COALESCE(h.n, 0) FROM __m0_c1 c LEFT JOIN __m0_h1 h "
                            "ON c.k0 = h.k0 AND h.node = c.child")
-    draws = np.array([z for (z,) in db._con.sql(diff).fetchall()])
+    draws = np.array([z for (z,) in testing.duckdb_connection(db).sql(diff).fetchall()])
     assert len(draws) == 1500 * TREE_BRANCHING
     assert chi_squared_p(draws, TREE_DEPTH / 0.5) > 0.001
 

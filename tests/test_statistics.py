@@ -13,6 +13,7 @@ from scipy import stats
 
 import dpsql
 from dpsql.mechanisms import discrete_laplace as noise
+from dpsql import testing
 from dpsql.mechanisms import randomness
 
 GROUPS = 3000
@@ -70,7 +71,7 @@ def test_user_level_count_noise_scales_with_L_times_C():
 def test_sum_noise_lies_on_the_grid_and_its_mean_absolute_error_matches_the_scale():
     """MAE over 3000 groups within 10% of the exact E|X| of the grid noise (scale = 10 / epsilon)."""
     db, _ = connection(lower=0.0, upper=10.0)
-    exact = dict(db._con.execute("SELECT k, SUM(LEAST(GREATEST(v, 0), 10)) FROM t GROUP BY k").fetchall())
+    exact = dict(testing.duckdb_connection(db).execute("SELECT k, SUM(LEAST(GREATEST(v, 0), 10)) FROM t GROUP BY k").fetchall())
     res = db.sql("SELECT k, SUM(v) AS s FROM t GROUP BY k", epsilon=1.0, nonnegative=False)
     m = res.plan.measurements[0]
     errors = np.array([s - (exact.get(k) or 0.0) for k, s in res.fetchall()])
@@ -108,4 +109,4 @@ def test_default_noise_comes_from_the_os_and_is_not_reproducible():
     db = dpsql.connect(con, ledger=":memory:", policy=policy)
     sql = "SELECT k, COUNT(*) FROM t GROUP BY k"
     assert db.sql(sql, fresh=True).fetchall() != db.sql(sql, fresh=True).fetchall()
-    assert isinstance(db._source, randomness.SystemRandomSource)
+    assert isinstance(testing.random_source(db), randomness.SystemRandomSource)

@@ -91,11 +91,6 @@ class PrivateConnection:
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         engine.register_noise(self._noise_function, self._noise_udf)
 
-    @property
-    def _con(self) -> duckdb.DuckDBPyConnection:
-        """The engine's DuckDB connection (tests of the lock-down and the engine read it)."""
-        return self._engine.con
-
     def _noise_udf(self, values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
         """Vectorised noise: one call per chunk of output groups, never per input row."""
         n = len(values)
