@@ -41,6 +41,7 @@ class ColumnPolicy:
     keys: tuple | None = None
     sql_type: str = ""          # filled from the DuckDB schema at connect
     key_table: str | None = None  # set at connect for a large key set: the TEMP table holding it
+    public_source: tuple[str, str] | None = None  # a joined public table's column: its values are its keys
 
     @property
     def bounded(self) -> bool:
@@ -66,6 +67,7 @@ class TablePolicy:
     public: bool = False
     path: tuple[Link, ...] = ()       # the links to the root, this table's own first; () unless linked
     root_unit: str | None = None      # a linked table: its root's privacy unit column
+    source: Any = None                # a joined relation (frontend/joins.py): the sqlglot SELECT it reads
 
     @property
     def row_level(self) -> bool:
@@ -109,7 +111,7 @@ class TablePolicy:
         """May the column's values be released as group keys without DP selection? Declared keys, or
         any column of a public table (its distinct values are public)."""
         col = self.columns.get(column)
-        return self.public or (col is not None and col.keys is not None)
+        return self.public or (col is not None and (col.keys is not None or col.public_source is not None))
 
 
 @dataclass(frozen=True)

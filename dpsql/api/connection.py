@@ -6,6 +6,7 @@ The pipeline, in one place (``PrivateConnection.plan``)::
 """
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 from pathlib import Path
@@ -22,6 +23,8 @@ from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, Unsupport
 from dpsql.accounting import ledger as ledgers
 from dpsql.accounting import replay
 from dpsql.frontend.flatten import flatten
+from dpsql.frontend.joins import relate
+from dpsql.frontend.scope import Scope, group_keys
 from dpsql.frontend.parse import parse
 from dpsql.plan.build import build_plan
 from dpsql.plan.model import Plan
@@ -112,14 +115,24 @@ class PrivateConnection:
                  nonnegative: bool = True, noise_function: str | None = None, **lowering) -> Plan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only."""
         try:
-            statement = flatten(parse(sql), sql)
-            scope = validate(statement, sql, self.policy)
+            statement, policy = relate(flatten(parse(sql), sql), sql, self.policy)
+            scope = self._public_keys(statement, validate(statement, sql, policy))
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
             return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
                                       nonnegative=nonnegative), noise_function or self._noise_function, **lowering)
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
+
+    def _public_keys(self, statement, scope: Scope) -> Scope:
+        """GROUP BY columns of joined public tables get their values as keys, read from the engine."""
+        wanted = {c.name for k in group_keys(statement, scope) for c in k.columns
+                  if c.public_source is not None and c.keys is None}
+        if not wanted:
+            return scope
+        columns = {name: self._engine.public_keys(scope.table.name, c, f"__dpsql_keys_{secrets.token_hex(4)}")
+                   if name in wanted else c for name, c in scope.table.columns.items()}
+        return dataclasses.replace(scope, table=dataclasses.replace(scope.table, columns=columns))
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True) -> Plan:

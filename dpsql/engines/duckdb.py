@@ -2,6 +2,7 @@
 with the policy bound to its catalog, the noise UDF registered, and one query run at a time."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Callable
@@ -12,7 +13,7 @@ import pyarrow as pa
 from dpsql.accounting.replay import file_data_version
 from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables
 from dpsql.errors import PolicyError, UnsupportedConstruct
-from dpsql.policy import Policy
+from dpsql.policy import ColumnPolicy, Policy, TablePolicy
 
 # DuckDB settings of the connection that runs analysts' queries. top_n_window_elimination makes the
 # per-unit `ROW_NUMBER() <= L` filter 1.6-3x slower and 2x hungrier (measured at 10M rows).
@@ -22,6 +23,7 @@ LOCKDOWN = (
     ("lock_configuration", True),
 )
 BIGINT = duckdb.sqltype("BIGINT")
+MAX_PUBLIC_KEYS = 1_000_000   # groups of one public column a query may release
 
 
 class DuckDBEngine:
@@ -58,6 +60,24 @@ class DuckDBEngine:
             return key_tables(bound, self.con, prefix)
         except duckdb.Error as e:
             raise PolicyError("DP502", f"cannot read the database schema: {e}") from None
+
+    def public_keys(self, table: str, column: ColumnPolicy, prefix: str) -> ColumnPolicy:
+        """A public table's column with its distinct values as keys (read once per connection; a
+        long set in a TEMP table, as declared keys are). Public data: reading it leaks nothing."""
+        cache = self.__dict__.setdefault("_public_keys", {})
+        key = (table, column.public_source)
+        if key not in cache:
+            name, source = column.public_source
+            with self.run_lock:
+                rows = self.con.execute(
+                    f'SELECT DISTINCT "{source}" FROM "{name}" WHERE "{source}" IS NOT NULL ORDER BY 1 LIMIT ?',
+                    [MAX_PUBLIC_KEYS + 1]).fetchall()
+            if len(rows) > MAX_PUBLIC_KEYS:
+                raise UnsupportedConstruct("DP304", f"GROUP BY {name}.{source}: more than {MAX_PUBLIC_KEYS} groups")
+            keyed = dataclasses.replace(column, keys=tuple(r[0] for r in rows))
+            policy = Policy(0.0, 0.0, 0.0, 0.0, {"t": TablePolicy("t", "row", columns={"c": keyed})})
+            cache[key] = key_tables(policy, self.con, f"{prefix}_{len(cache)}").tables["t"].columns["c"]
+        return dataclasses.replace(cache[key], name=column.name)
 
     def lock_down(self) -> None:
         for name, value in LOCKDOWN:

@@ -115,7 +115,7 @@ def _rounded(node: exp.Expression, bounds) -> Interval | None:
     return None if a is None else (math.floor(a[0]), math.ceil(a[1]))
 
 
-def _cast(node: exp.Expression, bounds) -> Interval | None:
+def _cast(node: exp.Cast, bounds) -> Interval | None:
     a = _interval(node.this, bounds)
     target = node.to.sql(dialect="duckdb").upper()
     base = target.split("(")[0].strip()

@@ -89,6 +89,14 @@ def row_arguments(plan: Plan) -> dict[str, exp.Expression]:
     return values
 
 
+def relation(plan: Plan) -> str | exp.Expression:
+    """What __rows reads: the private table, or a joined relation (frontend/joins.py) as a subquery
+    named like a table, so the rest of the query reads it as one."""
+    if plan.table.source is None:
+        return plan.table.name
+    return exp.Subquery(this=plan.table.source.copy(), alias=exp.TableAlias(this=ident(plan.table.name)))
+
+
 def rows_cte(plan: Plan) -> exp.Select:
     """__rows: the private table filtered, keys renamed k0.., each argument evaluated once (c_*),
     then clamped and quantised (v_*) from that one value."""
@@ -120,7 +128,7 @@ def rows_cte(plan: Plan) -> exp.Select:
     conditions = [user_where(plan), *key_filter(plan)]
     if not plan.table.row_level:
         conditions.append(exp.Not(this=exp.Is(this=col(plan.table.privacy_unit), expression=exp.Null())))
-    rows = join_key_tables(select(*projections, source=plan.table.name, where=conjunction(conditions)), plan)
+    rows = join_key_tables(select(*projections, source=relation(plan), where=conjunction(conditions)), plan)
     if not derived:
         return rows
     return exp.select(*[col(n) for n in passed], *derived).from_(

@@ -16,6 +16,6 @@ def unit_in_table(select: exp.Select, scope: Scope) -> None:
     alone = sorted(name for name, t in scope.policy.tables.items() if t.root == table.root and t.unit_key)
     raise scope.refuse(
         "DP205", f"table {table.name!r} reaches its privacy unit ({table.root}.{table.root_column}) only through "
-                 f"other tables ({', '.join(map(str, table.path))}); queries over it need those joins, which "
-                 "are not supported yet", select.args["from_"].this,
+                 f"other tables ({', '.join(map(str, table.path))}); queries over it need those joins "
+                 "(frontend/joins.py adds them)", select.args["from_"].this,
         hint=f"tables of this privacy unit that can be queried alone: {', '.join(alone)}")

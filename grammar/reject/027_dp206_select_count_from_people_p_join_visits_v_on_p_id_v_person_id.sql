@@ -1,2 +1,2 @@
--- expect: DP204
+-- expect: DP206
 SELECT COUNT(*) FROM people p JOIN visits v ON p.id = v.person_id

@@ -1,0 +1,292 @@
+"""Joins: a query over several tables becomes a query over one relation, whose rows each belong to
+exactly one privacy unit.
+
+``SELECT n_name, SUM(l_extendedprice) FROM lineitem JOIN orders ON l_orderkey = o_orderkey JOIN
+customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey GROUP BY n_name`` is
+checked here and rewritten to read one virtual table (the joined relation, lowered as a subquery),
+so validation, planning and lowering treat it as a table like any other. Contribution bounding (L
+partitions, C rows per unit) then applies to the relation's rows, after the joins and filters, so
+the sensitivity holds whatever the fan-out.
+
+Why a joined row belongs to one unit (docs/architecture.md, "Joins"): private tables may only be
+joined along their declared links (``child.via = parent.key``), whose key is unique in the data
+(checked at connect, DP504), so a row of the child meets at most one row of the parent, and both
+belong to the same unit; the private tables must form one chain along links (two tables that both
+reference one parent would multiply a unit's rows by each other, and two tables joined only through
+a public one would mix two units); public tables join freely (their rows are nobody's). The unit of a
+joined row is the unit key of its private tables (equal on matched rows; COALESCE for LEFT joins),
+and when no table of the query holds it, the links' joins are added (LEFT, on a unique key: no row
+is lost or repeated).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dpsql.errors import PrivacyViolation, UnsupportedConstruct
+from dpsql.frontend.parse import span
+from dpsql.frontend.totality import type_family
+from dpsql.policy import Policy, TablePolicy
+from dpsql.frontend.relation import Instance, build, resolve as _resolve
+
+def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=UnsupportedConstruct,
+            rule: str = "joins_along_links"):
+    start, end = span(node, sql)
+    err = cls(code, message, hint=hint, sql=sql, start=start, end=end)
+    err.rule = rule
+    return err
+
+
+@dataclass(frozen=True)
+class Edge:
+    """An equality ``a.x = b.y`` between two instances, from an ON or from WHERE."""
+    a: str
+    a_column: str
+    b: str
+    b_column: str
+    node: exp.Expression
+
+
+def relate(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Expression, Policy]:
+    """The query over one relation, and the policy with that relation as a table.
+
+    A query over one table that holds its unit's key (or is public, or row level) is returned as it
+    is. Anything this module cannot prove safe is refused with a code and a caret.
+    """
+    if not isinstance(select, exp.Select) or select.args.get("from_") is None:
+        return select, policy
+    joins = select.args.get("joins") or []
+    first = select.args["from_"].this
+    if not joins:
+        if not isinstance(first, exp.Table) or first.name.lower() not in policy.tables:
+            return select, policy
+        table = policy.tables[first.name.lower()]
+        if not table.path or table.unit_key is not None:
+            return select, policy   # one table that holds its unit: nothing to relate
+    instances = _instances(select, sql, policy)
+    edges = _edges(select, sql, instances)
+    _check_links(select, sql, instances, edges)
+    for edge in edges:
+        _same_kind(edge, instances, sql)
+    relation, renames = build(select, instances, policy)
+    _rewrite(select, sql, instances, renames, relation)
+    tables = {**policy.tables, relation.name: relation}
+    return select, dataclasses.replace(policy, tables=tables)
+
+
+# --- the tables --------------------------------------------------------------------------------------
+
+def _instances(select: exp.Select, sql: str, policy: Policy) -> dict[str, Instance]:
+    instances: dict[str, Instance] = {}
+    sources = [(select.args["from_"].this, None)] + [(j.this, j) for j in select.args.get("joins") or []]
+    for node, join in sources:
+        if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+            raise _refuse("DP204", "a join must name a table of the policy (subqueries in joins are not "
+                                   "supported yet)", node, sql)
+        if node.args.get("db") or node.args.get("catalog"):
+            raise _refuse("DP201", f"qualified table names are not allowed: {node.sql()}", node, sql, rule="one_private_table")
+        name = node.name.lower()
+        if name not in policy.tables:
+            known = ", ".join(sorted(policy.tables))
+            raise _refuse("DP201", f"table {node.name!r} is not a table of the policy", node, sql,
+                          hint=f"tables you may query: {known}", rule="one_private_table")
+        side = ""
+        if join is not None:
+            side = _join_side(join, sql)
+        alias = (node.alias or node.name).lower()
+        if alias in instances:
+            raise _refuse("DP204", f"{alias!r} names two tables of the join: give each its own alias", node, sql)
+        instances[alias] = Instance(alias, policy.tables[name], node, side)
+    return instances
+
+
+def _join_side(join: exp.Join, sql: str) -> str:
+    """"" for an inner or comma join, "LEFT" for a left join; anything else is refused."""
+    side, kind = (join.side or "").upper(), (join.kind or "").upper()
+    if join.method or join.args.get("using") or side in ("RIGHT", "FULL") or kind in ("SEMI", "ANTI", "ASOF") \
+            or (kind == "CROSS" and join.args.get("on")):
+        what = join.method or ("USING" if join.args.get("using") else f"{side} {kind}".strip())
+        raise _refuse("DP204", f"{what} JOIN is not supported", join, sql,
+                      hint="write INNER or LEFT JOIN ... ON a.x = b.y (or list the tables and join them in WHERE)")
+    return side
+
+
+# --- the join conditions -----------------------------------------------------------------------------
+
+def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    if node is None:
+        return []
+    if isinstance(node, exp.Paren):
+        return _conjuncts(node.this)
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    return [node]
+
+
+def _edge(node: exp.Expression, instances: dict[str, Instance]) -> Edge | None:
+    """``a.x = b.y`` between two different instances, else None."""
+    if not isinstance(node, exp.EQ) or not isinstance(node.this, exp.Column) or \
+            not isinstance(node.expression, exp.Column):
+        return None
+    a, b = _resolve(node.this, instances), _resolve(node.expression, instances)
+    if a is None or b is None or a == b:
+        return None
+    return Edge(a, node.this.name.lower(), b, node.expression.name.lower(), node)
+
+
+def _edges(select: exp.Select, sql: str, instances: dict[str, Instance]) -> list[Edge]:
+    """Every join condition: all of each ON, and WHERE's top-level equalities between tables (which
+    move into the relation, where they mean the same: WHERE filters the joined rows either way)."""
+    edges = []
+    aliases = list(instances)
+    for i, join in enumerate(select.args.get("joins") or [], start=1):
+        on = join.args.get("on")
+        if on is None and join.side:
+            raise _refuse("DP204", "a LEFT JOIN needs ON", join, sql)
+        for part in _conjuncts(on):
+            edge = _edge(part, instances)
+            if edge is None or aliases[i] not in (edge.a, edge.b):
+                raise _refuse("DP204", "ON may only equate a column of the joined table with a column of a "
+                                       "table before it", part, sql,
+                              hint="filter rows in WHERE instead" if not join.side else
+                              "filters on the right side of a LEFT JOIN are not supported yet")
+            edges.append(edge)
+    where = select.args.get("where")
+    kept = []
+    for part in _conjuncts(where.this if where is not None else None):
+        edge = _edge(part, instances)
+        joins = edge is not None and not (instances[edge.a].side or instances[edge.b].side) and (
+            _link_of(edge, instances) is not None or instances[edge.a].table.public or instances[edge.b].table.public)
+        if joins:
+            edges.append(edge)
+        else:
+            kept.append(part)   # a filter: validated as any WHERE is
+    moved = [e.node for e in edges if e.node.find_ancestor(exp.Where) is not None]
+    select.meta["join_filters"] = moved
+    if where is not None and moved:
+        select.set("where", exp.Where(this=exp.and_(*kept, copy=False)) if kept else None)
+    return edges
+
+
+def _same_kind(edge: Edge, instances: dict[str, Instance], sql: str) -> None:
+    """Both sides of a join condition are of one family (numbers, strings, dates): DuckDB would cast a
+    string to a number, which fails on some rows, and whether the query fails must not depend on them."""
+    kinds = []
+    for alias, column in ((edge.a, edge.a_column), (edge.b, edge.b_column)):
+        policy = instances[alias].table.columns.get(column)
+        kinds.append(type_family(policy.sql_type) if policy is not None else None)
+    if kinds[0] is None or kinds[0] != kinds[1]:
+        raise _refuse("DP306", f"join condition {edge.node.sql()} compares values of different kinds", edge.node,
+                      sql, rule="predicates_type_safe")
+
+
+# --- what may be joined ------------------------------------------------------------------------------
+
+def _link_of(edge: Edge, instances: dict[str, Instance]) -> tuple[str, str] | None:
+    """(child, parent) when the edge is a declared link ``child.via = parent.key``, else None."""
+    for child, c_col, parent, p_col in ((edge.a, edge.a_column, edge.b, edge.b_column),
+                                        (edge.b, edge.b_column, edge.a, edge.a_column)):
+        link = instances[child].table.link
+        if link is not None and link.column == c_col and link.references_table == instances[parent].table.name \
+                and link.references_column == p_col:
+            return child, parent
+    return None
+
+
+def _check_links(select: exp.Select, sql: str, instances: dict[str, Instance], edges: list[Edge]) -> None:
+    private = [a for a, i in instances.items() if not i.table.public]
+    for alias in private:
+        table = instances[alias].table
+        if table.row_level and len(instances) > 1:
+            raise _refuse("DP206", f"table {table.name!r} is row level: joining it could give one person "
+                                   "several rows with no bound", instances[alias].node, sql, cls=PrivacyViolation,
+                          hint=f"declare the column that identifies a person as {table.name}'s privacy_unit")
+    roots = {instances[a].table.root for a in private}
+    if len(roots) > 1:
+        raise _refuse("DP206", f"the query joins tables of different privacy units ({', '.join(sorted(roots))}): "
+                               "a joined row would belong to two persons", instances[private[1]].node, sql,
+                      cls=PrivacyViolation)
+    children: dict[str, list[str]] = {a: [] for a in private}
+    linked: list[tuple[str, str]] = []
+    for edge in edges:
+        a, b = instances[edge.a], instances[edge.b]
+        if a.table.public and b.table.public:
+            continue
+        if a.table.public or b.table.public:
+            inst, column = (b, edge.b_column) if a.table.public else (a, edge.a_column)
+            if inst.table.is_identifier(column):
+                raise _refuse("DP203", f"{inst.alias}.{column} identifies a person: it may only join along "
+                                       "the policy's links", edge.node, sql, cls=PrivacyViolation)
+            continue
+        pair = _link_of(edge, instances)
+        if pair is None:
+            # Not a join but a filter on rows the links already joined (l_shipdate = o_orderdate);
+            # it stays inside the relation, so it may not read an identifier.
+            for inst, column in ((a, edge.a_column), (b, edge.b_column)):
+                if inst.table.is_identifier(column):
+                    raise _refuse("DP206", f"{edge.node.sql()} joins private tables off their declared links: a "
+                                           "row could meet rows of another person", edge.node, sql,
+                                  cls=PrivacyViolation, hint=f"declared links: {_links(instances)}")
+            continue
+        if pair not in linked:
+            linked.append(pair)
+            children[pair[1]].append(pair[0])
+    for parent, kids in children.items():
+        if len(kids) > 1:
+            raise _refuse("DP206", f"{' and '.join(kids)} both join {parent}: each person's rows of one would "
+                                   "repeat for each of the other", instances[kids[1]].node, sql, cls=PrivacyViolation)
+    _connected(private, linked, instances, sql)
+
+
+def _links(instances: dict[str, Instance]) -> str:
+    tables = {i.table.name: i.table for i in instances.values()}
+    return ", ".join(str(t.link) for t in tables.values() if t.link is not None) or "none"
+
+
+def _connected(private: list[str], linked: list[tuple[str, str]], instances: dict[str, Instance], sql: str) -> None:
+    """The private tables form one component along links (else a row would mix two persons)."""
+    if not private:
+        return
+    reached, frontier = {private[0]}, [private[0]]
+    while frontier:
+        current = frontier.pop()
+        for child, parent in linked:
+            for a, b in ((child, parent), (parent, child)):
+                if a == current and b not in reached:
+                    reached.add(b)
+                    frontier.append(b)
+    missing = [a for a in private if a not in reached]
+    if missing:
+        raise _refuse("DP206", f"{missing[0]} is not joined to {private[0]} along a declared link: a joined row "
+                               "would mix two persons' rows", instances[missing[0]].node, sql, cls=PrivacyViolation,
+                      hint=f"join private tables on their links: {_links(instances)}")
+
+
+def _rewrite(select: exp.Select, sql: str, instances: dict[str, Instance], renames: dict[tuple[str, str], str],
+             relation: TablePolicy) -> None:
+    """Point the query at the relation: FROM it, joins gone, every column by its relation name (the
+    identifier node kept in place, so an error's caret still points at what the user wrote)."""
+    aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
+    for column in list(select.find_all(exp.Column)):
+        if isinstance(column.this, exp.Star):
+            continue
+        if column.table and column.table.lower() not in instances:
+            raise _refuse("DP202", f"unknown table or alias {column.table!r} in {column.sql()}", column, sql,
+                          rule="known_columns")
+        owner = _resolve(column, instances)
+        if owner is None:
+            owners = [a for a, i in instances.items() if column.name.lower() in i.table.columns]
+            if len(owners) > 1 and column.name.lower() not in aliases:
+                raise _refuse("DP202", f"column {column.name!r} is in {' and '.join(owners)}: qualify it", column,
+                              sql, rule="known_columns")
+            continue   # unknown, or an output alias: validation says which
+        column.this.set("this", renames[(owner, column.name.lower())])
+        column.this.set("quoted", False)
+        column.set("table", None)
+    first = select.args["from_"].this
+    table = exp.Table(this=exp.to_identifier(relation.name))
+    table.this.meta.update({k: v for k, v in first.this.meta.items() if k in ("line", "col", "start", "end")})
+    select.args["from_"].set("this", table)
+    select.set("joins", None)

@@ -1,0 +1,203 @@
+"""Joins (issue 12): private tables joined along their declared links and with public tables, every
+joined row attributed to one person, contribution bounding applied after the joins.
+
+The schema is TPC-H's shape in miniature: customer (the unit), orders -> customer, lineitem ->
+orders, and a public nation table.
+"""
+import duckdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dpsql
+from dpsql.testing import run
+
+POLICY = {"budget": {"epsilon": 1000}, "tables": {
+    "customer": {"privacy_unit": "c_custkey", "columns": {
+        "c_custkey": {"identifier": True}, "c_nationkey": {"keys": [0, 1, 2, 3]}, "c_seg": {"keys": ["a", "b"]},
+        "c_acctbal": {"lower": -10, "upper": 100}}},
+    "orders": {"privacy_unit": {"via": "o_custkey", "references": "customer.c_custkey"},
+               "max_groups_per_unit": 2, "max_rows_per_unit": 3, "columns": {
+                   "o_orderkey": {"identifier": True}, "o_total": {"lower": 0, "upper": 100},
+                   "o_status": {"keys": ["F", "O"]}}},
+    "lineitem": {"privacy_unit": {"via": "l_orderkey", "references": "orders.o_orderkey"},
+                 "max_groups_per_unit": 2, "max_rows_per_unit": 4, "columns": {
+                     "l_id": {"identifier": True}, "l_qty": {"lower": 1, "upper": 50}, "l_flag": {"keys": ["A", "R"]}}},
+    "nation": {"public": True},
+}}
+
+QUERIES = [
+    "SELECT COUNT(*) AS n FROM orders JOIN customer ON o_custkey = c_custkey",
+    "SELECT n_name, COUNT(*) AS n, SUM(l_qty) AS q FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
+    "JOIN customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey GROUP BY n_name",
+    "SELECT c_seg, SUM(l_qty) AS q, AVG(o_total) AS t FROM lineitem l, orders o, customer c "
+    "WHERE l.l_orderkey = o.o_orderkey AND o.o_custkey = c.c_custkey AND o_status = 'F' GROUP BY c_seg",
+    "SELECT l_flag, SUM(l_qty) AS q, COUNT(*) AS n FROM lineitem GROUP BY l_flag",
+    "SELECT COUNT(*) AS n, SUM(o_total) AS t FROM customer LEFT JOIN orders ON c_custkey = o_custkey",
+    "SELECT n_name, COUNT(DISTINCT c_custkey) AS people FROM customer JOIN nation ON c_nationkey = n_nationkey "
+    "GROUP BY n_name",
+    "SELECT o_status, SUM(l_qty) AS q FROM lineitem JOIN orders ON l_orderkey = o_orderkey GROUP BY o_status",
+]
+
+
+def database(customers, orders, lineitems) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE nation AS SELECT range AS n_nationkey, 'N' || range AS n_name FROM range(5)")
+    con.execute("CREATE TABLE customer (c_custkey BIGINT, c_nationkey BIGINT, c_seg VARCHAR, c_acctbal DOUBLE)")
+    con.execute("CREATE TABLE orders (o_orderkey BIGINT, o_custkey BIGINT, o_total DOUBLE, o_status VARCHAR)")
+    con.execute("CREATE TABLE lineitem (l_id BIGINT, l_orderkey BIGINT, l_qty DOUBLE, l_flag VARCHAR)")
+    for name, rows in (("customer", customers), ("orders", orders), ("lineitem", lineitems)):
+        if rows:
+            con.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    return con
+
+
+def connect(con) -> dpsql.PrivateConnection:
+    return dpsql.connect(con, policy=POLICY, ledger=":memory:")
+
+
+SMALL = dict(
+    customers=[(c, c % 4, "ab"[c % 2], float(c * 7 % 110 - 10)) for c in range(12)],
+    orders=[(o, o % 12, float(o * 13 % 120), "FO"[o % 2]) for o in range(40)] + [(99, 77, 5.0, "F")],  # 99: no customer
+    lineitems=[(i, i % 41 if i % 41 != 40 else 99, float(i % 60), "AR"[i % 3 == 0]) for i in range(150)]
+    + [(500, 12345, 3.0, "A")],   # an orphan line item: its order does not exist
+)
+
+
+@pytest.fixture(scope="module")
+def db():
+    return connect(database(**SMALL))
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_a_join_along_links_answers_what_duckdb_answers_when_bounding_changes_nothing(sql):
+    """With noise off and bounds that clip nothing, the answer is plain DuckDB's."""
+    customers = [(c, c % 4, "ab"[c % 2], 5.0) for c in range(6)]
+    orders = [(o, o % 6, float(o), "FO"[o % 2]) for o in range(6)]    # one order per customer
+    lineitems = [(i, i % 6, float(1 + i % 3), "AR"[i % 2]) for i in range(12)]   # two lines per order
+    con = database(customers, orders, lineitems)
+    got = run(connect(con), sql, epsilon=1.0).rows
+    plain = con.execute(sql).fetchall()
+    if "GROUP BY" in sql:   # every public key is released, empty groups as 0
+        got = [r for r in got if r[1]]
+    assert sorted(map(_rounded, got)) == sorted(map(_rounded, plain))
+
+
+def _rounded(row):
+    return tuple(round(v, 6) if isinstance(v, float) else v for v in row)
+
+
+def test_a_table_that_reaches_its_unit_through_links_is_joined_to_it_by_dpsql(db):
+    """lineitem alone: dpsql adds the join to orders to find each line's customer; the orphan line
+    (its order does not exist) belongs to nobody and is dropped."""
+    plan = db.explain("SELECT COUNT(*) FROM lineitem")
+    assert 'LEFT JOIN "orders" AS "__path1"' in plan.rewritten_sql
+    assert "privacy unit c_custkey" in str(plan)
+    con = database(**SMALL)   # each customer's lines, at most C = 4 of them
+    capped = con.execute("SELECT SUM(LEAST(n, 4)) FROM (SELECT o_custkey, COUNT(*) AS n FROM lineitem "
+                         "JOIN orders ON l_orderkey = o_orderkey GROUP BY o_custkey)").fetchall()
+    assert run(db, "SELECT COUNT(*) AS n FROM lineitem", epsilon=1.0).rows == capped
+
+
+def test_contribution_bounds_apply_to_the_joined_rows_per_person():
+    """One customer with 30 line items in one group: C = 4 of them count (lineitem's C)."""
+    con = database([(1, 0, "a", 1.0)], [(10, 1, 1.0, "F")], [(i, 10, 1.0, "A") for i in range(30)])
+    assert run(connect(con), "SELECT COUNT(*) FROM lineitem JOIN orders ON l_orderkey = o_orderkey").rows == [(4,)]
+
+
+def test_groups_of_a_public_tables_column_are_all_its_values(db):
+    """n_name's keys are nation's distinct names: N4 has no customer and is still released."""
+    rows = run(db, QUERIES[5], epsilon=1.0).rows
+    assert [r[0] for r in rows] == ["N0", "N1", "N2", "N3", "N4"]
+    assert rows[-1][1] == 0
+
+
+REFUSED = [
+    ("SELECT COUNT(*) FROM orders o1 JOIN orders o2 ON o1.o_custkey = o2.o_custkey", "DP206", "o1.o_custkey = o2.o_custkey"),
+    ("SELECT COUNT(*) FROM customer, orders", "DP206", "orders"),
+    ("SELECT COUNT(*) FROM customer JOIN orders ON c_acctbal = o_total", "DP206", "orders"),
+    ("SELECT COUNT(*) FROM customer c JOIN orders o1 ON o1.o_custkey = c.c_custkey "
+     "JOIN orders o2 ON o2.o_custkey = c.c_custkey", "DP206", "orders o2"),
+    ("SELECT COUNT(*) FROM customer JOIN nation ON c_custkey = n_nationkey", "DP203", "c_custkey = n_nationkey"),
+    ("SELECT COUNT(*) FROM customer RIGHT JOIN orders ON c_custkey = o_custkey", "DP204", None),
+    ("SELECT COUNT(*) FROM customer JOIN orders USING (c_custkey)", "DP204", None),
+    ("SELECT COUNT(*) FROM customer LEFT JOIN orders ON c_custkey = o_custkey AND o_total > 5", "DP204", "o_total > 5"),
+    ("SELECT COUNT(*) FROM customer JOIN nation ON c_seg = n_nationkey", "DP306", "c_seg = n_nationkey"),
+    ("SELECT COUNT(*) FROM customer JOIN (SELECT * FROM orders) o ON c_custkey = o_custkey", "DP204", None),
+    ("SELECT o_custkey, COUNT(*) FROM orders JOIN customer ON o_custkey = c_custkey GROUP BY o_custkey", "DP203", None),
+    ("SELECT COUNT(*) FROM orders JOIN customer ON o_custkey = c_custkey WHERE c_custkey = 3", "DP203", None),
+    ("SELECT COUNT(*) FROM orders JOIN customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey "
+     "WHERE nope = 1", "DP202", "nope"),
+]
+
+
+@pytest.mark.parametrize("sql,code,caret", REFUSED)
+def test_joins_that_could_mix_or_multiply_people_are_refused_with_a_code_and_a_caret(db, sql, code, caret):
+    with pytest.raises(dpsql.DpsqlError) as info:
+        db.explain(sql)
+    err = info.value
+    assert err.code == code, str(err)
+    if caret is not None:
+        assert sql[err.start:err.end + 1] == caret, (sql[err.start:err.end + 1], str(err))
+
+
+def test_a_refused_join_spends_nothing(db):
+    before = db.budget.spent_epsilon
+    with pytest.raises(dpsql.DpsqlError):
+        db.sql("SELECT COUNT(*) FROM customer, orders", epsilon=1.0)
+    assert db.budget.spent_epsilon == before
+
+
+# --- sensitivity on neighbouring databases ---------------------------------------------------------
+
+CUSTOMERS = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b"]), st.floats(-50, 200)), min_size=1,
+                     max_size=6)
+
+
+@st.composite
+def databases(draw):
+    customers = [(c, *row) for c, row in enumerate(draw(CUSTOMERS))]
+    n_orders = draw(st.integers(0, 12))
+    orders = [(o, draw(st.integers(0, len(customers))), draw(st.floats(-20, 300)), draw(st.sampled_from("FO")))
+              for o in range(n_orders)]
+    n_lines = draw(st.integers(0, 30))
+    lineitems = [(i, draw(st.integers(0, n_orders)), draw(st.one_of(st.none(), st.floats(-5, 80))),
+                  draw(st.sampled_from("AR"))) for i in range(n_lines)]
+    return customers, orders, lineitems
+
+
+def without(customer, customers, orders, lineitems):
+    """The neighbour: one customer and every row that reaches them removed."""
+    gone = {o[0] for o in orders if o[1] == customer}
+    return ([c for c in customers if c[0] != customer], [o for o in orders if o[1] != customer],
+            [li for li in lineitems if li[1] not in gone])
+
+
+def heavy(customers, orders, lineitems):
+    """The heavy neighbour: one more customer with many orders and line items, all in one group."""
+    c = len(customers) + 100
+    new_orders = [(1000 + k, c, 300.0, "F") for k in range(8)]
+    new_lines = [(5000 + k, 1000 + k % 8, 80.0, "A") for k in range(60)]
+    return customers + [(c, 0, "a", 200.0)], orders + new_orders, lineitems + new_lines
+
+
+def measurements(rows, sql):
+    db = connect(database(*rows))
+    exact = run(db, sql, epsilon=1.0, stage="measurements")
+    names = [m.name for m in exact.plan.measurements if m.kind != "quantile"]
+    keys = len(exact.plan.group_keys)
+    return exact.plan, {tuple(r[:keys]): dict(zip(names, r[keys:])) for r in exact.rows}
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(databases(), st.sampled_from(QUERIES), st.integers(0, 5), st.booleans())
+def test_no_person_moves_a_joined_measurement_by_more_than_its_sensitivity(data, sql, who, heavy_one):
+    plan, before = measurements(data, sql)
+    neighbour = heavy(*data) if heavy_one else without(who, *data)
+    _, after = measurements(neighbour, sql)
+    for m in plan.measurements:
+        if m.kind == "quantile":
+            continue
+        moved = sum(abs((before.get(k, {}).get(m.name) or 0) - (after.get(k, {}).get(m.name) or 0))
+                    for k in set(before) | set(after))
+        assert moved <= m.sensitivity, (sql, m.name, moved, m.sensitivity)
