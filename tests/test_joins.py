@@ -37,6 +37,8 @@ QUERIES = [
     "SELECT n_name, COUNT(DISTINCT c_custkey) AS people FROM customer JOIN nation ON c_nationkey = n_nationkey "
     "GROUP BY n_name",
     "SELECT o_status, SUM(l_qty) AS q FROM lineitem JOIN orders ON l_orderkey = o_orderkey GROUP BY o_status",
+    "SELECT seg, SUM(q) AS q FROM (SELECT c_seg AS seg, l_qty AS q FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
+    "JOIN customer ON o_custkey = c_custkey WHERE l_flag = 'A') AS shipped GROUP BY seg",
 ]
 
 
@@ -128,6 +130,8 @@ REFUSED = [
     ("SELECT COUNT(*) FROM orders JOIN customer ON o_custkey = c_custkey WHERE c_custkey = 3", "DP203", None),
     ("SELECT COUNT(*) FROM orders JOIN customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey "
      "WHERE nope = 1", "DP202", "nope"),
+    ("SELECT COUNT(*) FROM (SELECT o_total FROM orders JOIN customer ON o_custkey = c_custkey) s "
+     "JOIN nation ON s.o_total = n_nationkey", "DP102", "customer ON o_custkey = c_custkey"),
 ]
 
 

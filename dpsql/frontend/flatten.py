@@ -61,7 +61,7 @@ def _check_row_wise(inner: exp.Expression, sql: str) -> exp.Select:
     if inner.meta.get("dp") is not None:
         raise _refuse("DP308", "WITH DIFFERENTIAL_PRIVACY belongs on the outermost SELECT", inner, sql)
     for key, what in (("group", "GROUP BY"), ("having", "HAVING"), ("limit", "LIMIT"), ("offset", "OFFSET"),
-                      ("distinct", "DISTINCT"), ("qualify", "QUALIFY"), ("joins", "a join")):
+                      ("distinct", "DISTINCT"), ("qualify", "QUALIFY")):
         if inner.args.get(key):
             hint = "LIMIT in a subquery would pick rows by storage order" if key in ("limit", "offset") else ""
             raise _refuse("DP102", f"a subquery in FROM may only filter and project rows, not use {what}",
@@ -94,6 +94,9 @@ def _merge(outer: exp.Select, sql: str) -> bool:
     if not isinstance(sub, exp.Subquery):
         return False
     inner = _check_row_wise(sub.this, sql)
+    if inner.args.get("joins") and outer.args.get("joins"):
+        raise _refuse("DP102", "a joined subquery may not itself be joined: join the tables in one FROM",
+                      inner.args["joins"][0], sql)
     names, star = _projections(inner, sql)
     alias = sub.alias.lower() if sub.alias else None
 
@@ -128,6 +131,8 @@ def _merge(outer: exp.Select, sql: str) -> bool:
             condition = exp.and_(condition, exp.Paren(this=outer_where.this), copy=False)
         outer.set("where", exp.Where(this=condition))
     outer.set("from_", inner.args["from_"])
+    if inner.args.get("joins"):   # the subquery's joins become the outer query's (frontend/joins.py checks them)
+        outer.set("joins", inner.args["joins"])
     # Projections the outer query never used still count as references (an identifier in one is
     # refused): the validator reads them from here.
     outer.meta.setdefault("dropped", []).extend(e.copy() for e in names.values())
