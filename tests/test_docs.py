@@ -10,7 +10,7 @@ import pytest
 import dpsql
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = sorted(m.name for m in pkgutil.iter_modules(dpsql.__path__, "dpsql."))
+MODULES = sorted(m.name for m in pkgutil.walk_packages(dpsql.__path__, "dpsql."))
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -37,6 +37,6 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
 def test_every_error_code_raised_is_documented():
     documented = set(re.findall(r"\| (DP\d{3}) \|", (ROOT / "grammar" / "README.md").read_text()))
     raised = set()
-    for path in (ROOT / "dpsql").glob("*.py"):
+    for path in (ROOT / "dpsql").rglob("*.py"):
         raised |= set(re.findall(r'"(DP\d{3})"', path.read_text()))
     assert raised <= documented, raised - documented

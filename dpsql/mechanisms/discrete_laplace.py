@@ -163,6 +163,7 @@ def discrete_laplace(source: RandomSource, scale: float, size: int) -> np.ndarra
         ValueError: for a negative size or an invalid scale (see ``dyadic_scale``).
 
     Example:
+        >>> from dpsql.mechanisms.randomness import SystemRandomSource
         >>> discrete_laplace(SystemRandomSource(), 0.0, 3).tolist()
         [0, 0, 0]
     """
