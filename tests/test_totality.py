@@ -9,7 +9,7 @@ import sqlglot
 
 import dpsql
 from dpsql.frontend.dialect import Dpsql
-from dpsql.frontend.totality import fold, is_total, string_length, string_too_long
+from dpsql.frontend.totality import fold, is_total, narrow_dates, string_length, string_too_long
 
 TYPES = {
     "ti": "TINYINT", "si": "SMALLINT", "i": "INTEGER", "bi": "BIGINT", "hi": "HUGEINT", "uti": "UTINYINT",
@@ -56,7 +56,9 @@ def runs_on_every_row(con, text, wrap_try):
 
 COLUMNS = list(TYPES)
 LITERALS = ["0", "1", "-1", "0.5", "0.0000000000000000000000000000000001", "1e300", "-1e300",
-            "99999999999999999999", "-9223372036854775808", "'x'", "''", "TRUE", "NULL"]
+            "99999999999999999999", "-9223372036854775808", "'x'", "''", "TRUE", "NULL",
+            "DATE '2020-01-01'", "DATE '0001-01-01'", "DATE '9999-12-31'", "TIMESTAMP '2020-01-01 10:00:00'",
+            "TIMESTAMP '0001-01-01 00:00:00'", "TIMESTAMP '9999-12-31 23:59:59.999999'"]
 COMPARISONS = ["=", "<>", "<", ">=", "<=", ">"]
 
 
@@ -119,6 +121,47 @@ def test_decimal_literals_become_doubles():
     that a large value overflows; as a DOUBLE it cannot."""
     assert fold(parse("bi > 0.0000000000000000000000000000000001 AND d < 1.5 AND i = 3")).sql() == \
         "bi > 0.0000000000000000000000000000000001e0 AND d < 1.5e0 AND i = 3"
+
+
+# What a DATE or TIMESTAMP column is compared with: its own type's literals at the calendar's edges,
+# the other type's (at midnight or not), strings naming a day or an instant, and strings that do not.
+TEMPORAL_OPERANDS = ["DATE '2020-01-01'", "DATE '0001-01-01'", "DATE '9999-12-31'", "TIMESTAMP '1998-09-02 00:00:00'",
+                     "TIMESTAMP '2020-01-01 10:00:00'", "TIMESTAMP '9999-12-31 23:59:59.999999'", "'2020-06-01'",
+                     "'1992-01-01 12:30:00'", "'2020-02-30'", "'infinity'", "'5881580-07-10'"]
+
+
+def temporal_comparisons():
+    for c, op, lit in itertools.product(["dt", "ts"], COMPARISONS, TEMPORAL_OPERANDS):
+        yield f"{c} {op} {lit}"
+    for c in ("dt", "ts"):
+        yield f"{c} BETWEEN DATE '1992-01-01' AND TIMESTAMP '1998-09-02 00:00:00'"
+        yield f"{c} BETWEEN '1992-01-01' AND '1998-12-31'"
+        yield f"{c} IN (DATE '2020-01-01', '2020-06-01', TIMESTAMP '2021-01-01 00:00:00')"
+
+
+@pytest.mark.parametrize("text", list(temporal_comparisons()))
+def test_dates_compared_with_literals_of_their_type_are_total_and_unchanged(con, text):
+    """A comparison's literals written in its DATE or TIMESTAMP column's type (narrow_dates) give the
+    same value on every row as DuckDB gives the comparison as written (extremes, infinities, NULL
+    included); and a comparison of one temporal type runs bare without an error."""
+    narrowed = narrow_dates(parse(text), TYPES.get)
+    expected = con.sql(f"SELECT TRY({parse(text).sql('duckdb')}) FROM t").fetchall()
+    assert con.sql(f"SELECT TRY({narrowed.sql('duckdb')}) FROM t").fetchall() == expected
+    if is_total(narrowed, TYPES.get):
+        assert con.sql(f"SELECT {narrowed.sql('duckdb')} FROM t").fetchall() == expected
+
+
+def test_which_date_comparisons_run_bare():
+    def total(text):
+        return is_total(narrow_dates(parse(text), TYPES.get), TYPES.get)
+    bare = ["dt <= DATE '1998-09-02'", "dt <= TIMESTAMP '1998-09-02 00:00:00'", "dt > '2020-06-01'",
+            "ts >= TIMESTAMP '2020-01-01 10:00:00'", "ts < DATE '2020-01-01'", "ts = '2020-01-01 10:00:00'",
+            "dt BETWEEN DATE '1994-01-01' AND '1994-12-31'", "dt IN (DATE '2020-01-01', '2020-01-02')",
+            "dt < DATE '9999-12-31' AND ts > TIMESTAMP '0001-01-01 00:00:00'"]
+    tried = ["dt < TIMESTAMP '1998-09-02 10:00:00'", "dt BETWEEN DATE '1992-01-01' AND TIMESTAMP '1998-09-02 00:00:00'", "dt > '2020-02-30'", "dt > 'infinity'", "dt < ts",
+             "dt > DATE '2020-02-30'", "dt = 1", "year(dt) > 2020", "dt + 1 > DATE '2020-01-01'"]
+    assert all(total(t) for t in bare), [t for t in bare if not total(t)]
+    assert not any(total(t) for t in tried), [t for t in tried if total(t)]
 
 
 def test_the_classifier_knows_what_can_fail():

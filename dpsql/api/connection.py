@@ -23,6 +23,7 @@ from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, Unsupport
 from dpsql.accounting import ledger as ledgers
 from dpsql.accounting import replay
 from dpsql.frontend.flatten import flatten
+from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
 from dpsql.frontend.scope import Scope, group_keys
 from dpsql.frontend.parse import parse
@@ -116,6 +117,7 @@ class PrivateConnection:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only."""
         try:
             statement, policy = relate(flatten(parse(sql), sql), sql, self.policy)
+            statement = fold_constants(statement, sql)
             scope = self._public_keys(statement, validate(statement, sql, policy))
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)

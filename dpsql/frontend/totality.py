@@ -7,8 +7,12 @@ user expression is typed at plan time:
 * ``family``: the kind of value it yields (number, string, boolean, temporal), from the columns'
   DuckDB types; an aggregate that needs a number refuses anything else.
 * ``is_total``: whether it provably cannot raise on any row (columns, literals, comparisons of one
-  safe family, AND/OR/NOT/IS NULL of those). Everything else runs under ``TRY()``, which turns an
-  error on a row into NULL; the functions allowed are those whose errors ``TRY()`` catches.
+  safe family, DATE with DATE and TIMESTAMP with TIMESTAMP included, AND/OR/NOT/IS NULL of those).
+  Everything else runs under ``TRY()``, which turns an error on a row into NULL; the functions
+  allowed are those whose errors ``TRY()`` catches.
+* ``narrow_dates``: the literals a DATE or TIMESTAMP column is compared with, written in the column's
+  type (``d > '2020-06-01'`` and ``d <= TIMESTAMP '1998-09-02 00:00:00'`` compare DATEs), as DuckDB
+  itself converts them, so the comparison is total and DuckDB can push it into the scan.
 * ``fold``: non-integer number literals become DOUBLE literals (``0.5`` -> ``0.5e0``). DuckDB types
   ``0.5`` as DECIMAL and then casts the other operand to a DECIMAL that a large value overflows.
 * ``string_length``: a bound ``a * S + b`` on the length of a string expression, S the longest
@@ -24,12 +28,16 @@ user expression is typed at plan time:
 """
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Callable
 
 from sqlglot import exp
+
+from dpsql.frontend.literals import is_date, parse_date, parse_timestamp, temporal_literal, temporal_type, \
+    temporal_value
 
 NUMBER, STRING, BOOLEAN, TEMPORAL = "number", "string", "boolean", "temporal"
 Types = Callable[[str], "str | None"]   # column name -> DuckDB type (None: unknown)
@@ -180,10 +188,17 @@ def family(node: exp.Expression | None, types: Types) -> str | None:
     return None
 
 
+# Comparable kinds besides the families: a DATE and a TIMESTAMP column or literal (each only with its own).
+DATE_KIND, TIMESTAMP_KIND = "date", "timestamp"
+
+
 def _safe_operand(node: exp.Expression, types: Types) -> str | None:
     """The family of a column or plain literal whose comparisons in that family cannot raise, else None."""
     if isinstance(node, exp.Paren):
         return _safe_operand(node.this, types)
+    value = temporal_value(node)   # a DATE or TIMESTAMP literal that DuckDB reads as that value
+    if value is not None:
+        return DATE_KIND if is_date(value) else TIMESTAMP_KIND
     if isinstance(node, exp.Neg):
         return NUMBER if is_integer_literal(node.this) and int(node.this.this) <= MAX_TOTAL_INTEGER + 1 else None
     if is_number_literal(node):
@@ -201,6 +216,9 @@ def _safe_operand(node: exp.Expression, types: Types) -> str | None:
         base = base_type(sql_type)
         if base in SAFE_NUMBERS:
             return NUMBER
+        temporal = temporal_type(sql_type)
+        if temporal is not None:
+            return DATE_KIND if temporal == "DATE" else TIMESTAMP_KIND
         kind = type_family(sql_type)
         return kind if kind in (STRING, BOOLEAN) else None
     return None
@@ -250,6 +268,51 @@ def fold(node: exp.Expression) -> exp.Expression:
                 isinstance(parent, (*COMPARISONS, exp.Between, exp.In)):
             literal.set("this", f"{text}e0")
     return node
+
+
+def narrow_dates(node: exp.Expression, types: Types) -> exp.Expression:
+    """In every comparison, BETWEEN and IN whose columns are all DATE (or all TIMESTAMP), the literals
+    that DuckDB converts to the column's type become literals of that type (in place; returned):
+
+    * a DATE column: a string literal naming a day (``'2020-06-01'``) becomes ``DATE 'x'``, and in a
+      comparison (``<``, ``=``, ...) so does a TIMESTAMP literal at midnight (what ``DATE 'x' -
+      INTERVAL 'n' DAY`` folds to);
+    * a TIMESTAMP column: a DATE literal becomes ``TIMESTAMP 'x 00:00:00'``, a string literal naming
+      an instant ``TIMESTAMP 'x'``.
+
+    The comparison keeps its value on every row: DuckDB casts a string literal to the column's type
+    and a DATE literal to a TIMESTAMP at midnight, and compares a DATE column with a TIMESTAMP at
+    midnight as the two days (its optimizer narrows the literal; in BETWEEN and IN it casts the
+    column instead, which fails past the year 294247, so those keep the TIMESTAMP).
+    ``tests/test_totality.py`` checks it on the calendar's extremes and infinities.
+    """
+    for pred in list(node.find_all(*COMPARISONS, exp.Between, exp.In)):
+        if isinstance(pred, exp.In) and (pred.args.get("query") or pred.args.get("unnest")):
+            continue
+        operands = [o for o in _operands(pred) if o is not None]
+        columns = {temporal_type(types(o.unnest().name.lower())) for o in operands if isinstance(o.unnest(), exp.Column)}
+        if len(columns) != 1 or None in columns:
+            continue
+        target = columns.pop()
+        for operand in operands:
+            value = _as_temporal(operand.unnest(), target, comparison=isinstance(pred, COMPARISONS))
+            if value is not None:
+                operand.unnest().replace(temporal_literal(value))
+    return node
+
+
+def _as_temporal(node: exp.Expression, target: str, comparison: bool):
+    """The value of a literal in ``target`` type (DATE or TIMESTAMP), if DuckDB converts it exactly."""
+    if isinstance(node, exp.Literal) and node.is_string:
+        return parse_date(node.this) if target == "DATE" else parse_timestamp(node.this)
+    value = temporal_value(node)
+    if value is None:
+        return None
+    if target == "TIMESTAMP" and is_date(value):
+        return parse_timestamp(value.isoformat())
+    if target == "DATE" and comparison and isinstance(value, datetime.datetime) and value.time() == datetime.time():
+        return value.date()
+    return None
 
 
 def string_length(node: exp.Expression | None, types: Types, seen: list | None = None) -> tuple[float, float] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 from dpsql.plan.model import Plan
-from dpsql.frontend.totality import BOOLEAN, family, fold, is_total
+from dpsql.frontend.totality import BOOLEAN, family, fold, is_total, narrow_dates
 from dpsql.lower.sql import cast, col
 
 
@@ -31,15 +31,21 @@ def quoted(node: exp.Expression) -> exp.Expression:
 
 
 def safe(node: exp.Expression, plan: Plan) -> exp.Expression:
-    """TRY(node) unless no row can make it fail (totality.is_total): an error becomes NULL, never a failure."""
-    return node if is_total(node, column_types(plan)) else exp.Anonymous(this="TRY", expressions=[node])
+    """TRY(node) unless no row can make it fail (totality.is_total): an error becomes NULL, never a failure.
+    Literals compared with a DATE or TIMESTAMP column are first written in its type (``narrow_dates``)."""
+    types = column_types(plan)
+    node = narrow_dates(node, types)
+    return node if is_total(node, types) else exp.Anonymous(this="TRY", expressions=[node])
 
 
 def user_where(plan: Plan) -> exp.Expression | None:
     """The validated WHERE, guarded: a row where it would fail (a function, or a literal that does not
     cast to its column's type) is a row where it is NULL, excluded. Whether a query fails must never
     depend on a row, or the failure itself would release it without noise."""
-    return None if plan.where is None else guarded(quoted(plan.where), column_types(plan))
+    if plan.where is None:
+        return None
+    types = column_types(plan)
+    return guarded(narrow_dates(quoted(plan.where), types), types)
 
 
 def guarded(condition: exp.Expression, types) -> exp.Expression:

@@ -66,6 +66,13 @@ def allowed_nodes(select: exp.Select, scope: Scope) -> None:
             raise scope.refuse("DP303", f"aggregate {fname} is not supported", node,
                                hint="supported aggregates: COUNT, SUM, AVG, VAR_POP/VAR_SAMP, STDDEV_POP/STDDEV_SAMP, "
                                     "MEDIAN, QUANTILE_CONT/PERCENTILE_CONT(x, q)")
+        if isinstance(node, exp.Interval):
+            raise scope.refuse(
+                "DP102", "INTERVAL is only supported added to or subtracted from a DATE or TIMESTAMP literal "
+                "(folded to a literal at plan time), not in arithmetic on columns", node,
+                hint="compare the column with a date computed from literals, e.g. "
+                     "d <= DATE '1998-12-01' - INTERVAL '90' DAY (units: DAY, WEEK, MONTH, QUARTER, YEAR; "
+                     "a whole number of them)")
         if isinstance(node, exp.Func):
             fname = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
             raise scope.refuse("DP103", f"function {fname.upper()} is not allowed", node)

@@ -1,0 +1,1 @@
+SELECT SUM(income) AS revenue FROM people WHERE joined >= DATE '2020-01-01' AND joined < DATE '2020-01-01' + INTERVAL '1' YEAR AND income BETWEEN 500 - 0.5 * 100 AND 500 + 0.5 * 100 AND age < 30 + -(5)
