@@ -284,7 +284,7 @@ def _tables(raw: Any) -> dict[str, TablePolicy]:
             links[name] = Declared(link, f"{paths[name]}.privacy_unit", paths)
     if all(t.public for t in tables.values()):
         raise _fail("tables", "at least one private table is required (every table is public)")
-    return resolve_links(tables, links) if links else tables
+    return resolve_links(tables, links, lambda name: ColumnPolicy(name=name, identifier=True)) if links else tables
 
 
 def load_policy(source: str | Path | Mapping) -> Policy:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from dpsql.errors import PolicyError
 
 if TYPE_CHECKING:
-    from dpsql.policy import TablePolicy
+    from dpsql.policy import ColumnPolicy, TablePolicy
 
 
 def invalid(path: str, problem: str) -> PolicyError:
@@ -111,10 +111,8 @@ def _path(name: str, links: Mapping[str, Declared]) -> tuple[Link, ...]:
     return tuple(path)
 
 
-def _mark_referenced(table: TablePolicy, column: str, declared: Declared) -> TablePolicy:
+def _mark_referenced(table: TablePolicy, column: str, declared: Declared, identifier) -> TablePolicy:
     """A referenced key names one row, hence one person: an identifier, never keys or bounds."""
-    from dpsql.policy import ColumnPolicy
-
     col = table.columns.get(column)
     if col is not None and (col.keys is not None or col.bounded):
         where = declared.table_paths[table.name]
@@ -123,12 +121,14 @@ def _mark_referenced(table: TablePolicy, column: str, declared: Declared) -> Tab
                       "it cannot have keys or bounds")
     if col is not None and col.identifier:
         return table
-    return dataclasses.replace(table, columns={**table.columns, column: ColumnPolicy(name=column, identifier=True)})
+    return dataclasses.replace(table, columns={**table.columns, column: identifier(column)})
 
 
-def resolve_links(tables: Mapping[str, TablePolicy], links: Mapping[str, Declared]) -> dict[str, TablePolicy]:
+def resolve_links(tables: Mapping[str, TablePolicy], links: Mapping[str, Declared],
+                  identifier: Callable[[str], ColumnPolicy]) -> dict[str, TablePolicy]:
     """Check every link (target exists, is private and not row-level, no cycle) and give each linked
-    table its path and root unit column; referenced keys become identifiers of their tables.
+    table its path and root unit column; referenced keys become identifiers of their tables
+    (``identifier(name)``: a new identifier column, from policy.py, which imports this module).
 
     Raises:
         PolicyError (DP501): naming the ``privacy_unit`` entry of the bad link.
@@ -145,7 +145,7 @@ def resolve_links(tables: Mapping[str, TablePolicy], links: Mapping[str, Declare
     out = dict(tables)
     for declared in links.values():
         target = declared.link.references_table
-        out[target] = _mark_referenced(out[target], declared.link.references_column, declared)
+        out[target] = _mark_referenced(out[target], declared.link.references_column, declared, identifier)
     for name in links:
         path = _path(name, links)
         out[name] = dataclasses.replace(out[name], path=path, root_unit=tables[path[-1].references_table].privacy_unit)
