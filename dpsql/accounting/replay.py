@@ -20,7 +20,7 @@ import os
 import secrets
 from dpsql.accounting.budget import Cost
 from dpsql.accounting.identity import FORMAT, canonical
-from dpsql.frontend.parse import parse
+from dpsql.frontend.parse import DIALECT, parse
 from dpsql.plan.model import Plan
 
 
@@ -54,8 +54,6 @@ def normalise_sql(sql: str) -> tuple[str, tuple[str, ...]]:
     >>> normalise_sql("select with differential_privacy options(epsilon=1) sum(x, contribution_bounds_per_row=>(0,5)) from t")[0]
     'SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) SUM(x, contribution_bounds_per_row => (0, 5)) FROM t'
     """
-    from dpsql.frontend.parse import DIALECT
-
     statement = parse(sql)
     try:
         text = statement.sql(dialect=DIALECT, normalize=True, comments=False)
