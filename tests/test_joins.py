@@ -39,6 +39,14 @@ QUERIES = [
     "SELECT o_status, SUM(l_qty) AS q FROM lineitem JOIN orders ON l_orderkey = o_orderkey GROUP BY o_status",
     "SELECT seg, SUM(q) AS q FROM (SELECT c_seg AS seg, l_qty AS q FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
     "JOIN customer ON o_custkey = c_custkey WHERE l_flag = 'A') AS shipped GROUP BY seg",
+    # semi- and anti-joins tied to the person (frontend/semijoins.py)
+    "SELECT c_seg, COUNT(*) AS n FROM customer WHERE EXISTS (SELECT * FROM orders WHERE o_custkey = c_custkey "
+    "AND o_total > 30) GROUP BY c_seg",
+    "SELECT o_status, COUNT(*) AS n FROM orders WHERE o_orderkey IN (SELECT l_orderkey FROM lineitem WHERE l_qty > 20) "
+    "GROUP BY o_status",
+    "SELECT COUNT(*) AS n FROM lineitem l1 WHERE NOT EXISTS (SELECT * FROM lineitem l2 "
+    "WHERE l2.l_orderkey = l1.l_orderkey AND l2.l_qty > l1.l_qty)",
+    "SELECT COUNT(*) AS n FROM customer WHERE c_nationkey NOT IN (SELECT n_nationkey FROM nation WHERE n_name LIKE 'N1%')",
 ]
 
 
@@ -130,6 +138,16 @@ REFUSED = [
     ("SELECT COUNT(*) FROM orders JOIN customer ON o_custkey = c_custkey WHERE c_custkey = 3", "DP203", None),
     ("SELECT COUNT(*) FROM orders JOIN customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey "
      "WHERE nope = 1", "DP202", "nope"),
+    ("SELECT COUNT(*) FROM customer WHERE EXISTS (SELECT * FROM orders WHERE o_total > 30)", "DP206",
+     "EXISTS (SELECT * FROM orders WHERE o_total > 30)"),
+    ("SELECT COUNT(*) FROM customer WHERE EXISTS (SELECT * FROM orders WHERE o_custkey = c_custkey AND o_orderkey = 3)",
+     "DP203", "o_orderkey"),
+    ("SELECT COUNT(*) FROM orders WHERE o_orderkey NOT IN (SELECT l_orderkey FROM lineitem)", "DP204", None),
+    ("SELECT COUNT(*) FROM customer WHERE EXISTS (SELECT o_custkey FROM orders WHERE o_custkey = c_custkey "
+     "GROUP BY o_custkey)", "DP204", None),
+    ("SELECT COUNT(*) FROM customer WHERE EXISTS (SELECT * FROM orders WHERE o_custkey = c_custkey "
+     "AND o_status = c_nationkey)", "DP306", "o_status = c_nationkey"),
+    ("SELECT COUNT(*) FROM customer WHERE c_custkey IN (SELECT n_nationkey FROM nation)", "DP203", None),
     ("SELECT COUNT(*) FROM (SELECT o_total FROM orders JOIN customer ON o_custkey = c_custkey) s "
      "JOIN nation ON s.o_total = n_nationkey", "DP102", "customer ON o_custkey = c_custkey"),
 ]

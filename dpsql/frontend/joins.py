@@ -29,6 +29,7 @@ from dpsql.errors import PrivacyViolation, UnsupportedConstruct
 from dpsql.frontend.parse import span
 from dpsql.frontend.totality import type_family
 from dpsql.policy import Policy, TablePolicy
+from dpsql.frontend import semijoins
 from dpsql.frontend.relation import Instance, build, resolve as _resolve
 
 def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=UnsupportedConstruct,
@@ -59,17 +60,20 @@ def relate(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Expres
         return select, policy
     joins = select.args.get("joins") or []
     first = select.args["from_"].this
-    if not joins:
+    where = select.args.get("where")
+    if not joins and not any(semijoins.is_semijoin(p) for p in _conjuncts(where.this if where is not None else None)):
         if not isinstance(first, exp.Table) or first.name.lower() not in policy.tables:
             return select, policy
         table = policy.tables[first.name.lower()]
         if not table.path or table.unit_key is not None:
             return select, policy   # one table that holds its unit: nothing to relate
     instances = _instances(select, sql, policy)
+    found = semijoins.extract(select)
     edges = _edges(select, sql, instances)
     _check_links(select, sql, instances, edges)
     for edge in edges:
         _same_kind(edge, instances, sql)
+    select.meta["semi_joins"] = semijoins.lower(found, sql, instances, policy)
     relation, renames = build(select, instances, policy)
     _rewrite(select, sql, instances, renames, relation)
     tables = {**policy.tables, relation.name: relation}

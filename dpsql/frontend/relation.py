@@ -126,6 +126,7 @@ def _source(select: exp.Select, instances: dict[str, Instance], renames: dict[tu
         source.join(_table(join.this, instances), on=on.copy().transform(qualified) if on is not None else None,
                     join_type=join.side or ("CROSS" if on is None else "INNER"), copy=False)
     filters = [f.copy().transform(qualified) for f in select.meta.get("join_filters", [])]
+    filters += select.meta.get("semi_joins", [])   # already written over the tables' aliases
     if filters:
         source.where(exp.and_(*filters, copy=False), copy=False)
     projections = [exp.alias_(exp.column(column, alias, quoted=True), virtual, quoted=True)

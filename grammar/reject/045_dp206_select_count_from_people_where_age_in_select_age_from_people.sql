@@ -1,2 +1,2 @@
--- expect: DP102
+-- expect: DP206
 SELECT COUNT(*) FROM people WHERE age IN (SELECT age FROM people)
