@@ -30,7 +30,7 @@ from dpsql.frontend.parse import span
 from dpsql.frontend.totality import type_family
 from dpsql.policy import Policy, TablePolicy
 from dpsql.frontend import semijoins
-from dpsql.frontend.relation import Instance, build, resolve as _resolve
+from dpsql.frontend.relation import Instance, build, conjuncts, resolve as _resolve
 
 def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=UnsupportedConstruct,
             rule: str = "joins_along_links"):
@@ -61,7 +61,7 @@ def relate(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Expres
     joins = select.args.get("joins") or []
     first = select.args["from_"].this
     where = select.args.get("where")
-    if not joins and not any(semijoins.is_semijoin(p) for p in _conjuncts(where.this if where is not None else None)):
+    if not joins and not any(semijoins.is_semijoin(p) for p in conjuncts(where.this if where is not None else None)):
         if not isinstance(first, exp.Table) or first.name.lower() not in policy.tables:
             return select, policy
         table = policy.tables[first.name.lower()]
@@ -119,16 +119,6 @@ def _join_side(join: exp.Join, sql: str) -> str:
 
 # --- the join conditions -----------------------------------------------------------------------------
 
-def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
-    if node is None:
-        return []
-    if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
-
-
 def _edge(node: exp.Expression, instances: dict[str, Instance]) -> Edge | None:
     """``a.x = b.y`` between two different instances, else None."""
     if not isinstance(node, exp.EQ) or not isinstance(node.this, exp.Column) or \
@@ -149,7 +139,7 @@ def _edges(select: exp.Select, sql: str, instances: dict[str, Instance]) -> list
         on = join.args.get("on")
         if on is None and join.side:
             raise _refuse("DP204", "a LEFT JOIN needs ON", join, sql)
-        for part in _conjuncts(on):
+        for part in conjuncts(on):
             edge = _edge(part, instances)
             if edge is None or aliases[i] not in (edge.a, edge.b):
                 raise _refuse("DP204", "ON may only equate a column of the joined table with a column of a "
@@ -159,7 +149,7 @@ def _edges(select: exp.Select, sql: str, instances: dict[str, Instance]) -> list
             edges.append(edge)
     where = select.args.get("where")
     kept = []
-    for part in _conjuncts(where.this if where is not None else None):
+    for part in conjuncts(where.this if where is not None else None):
         edge = _edge(part, instances)
         joins = edge is not None and not (instances[edge.a].side or instances[edge.b].side) and (
             _link_of(edge, instances) is not None or instances[edge.a].table.public or instances[edge.b].table.public)

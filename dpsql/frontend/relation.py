@@ -23,6 +23,17 @@ class Instance:
     side: str = ""          # "LEFT" when joined with LEFT JOIN (its columns may be NULL)
 
 
+def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    """The parts of a condition joined by top-level ANDs (parentheses looked through)."""
+    if node is None:
+        return []
+    if isinstance(node, exp.Paren):
+        return conjuncts(node.this)
+    if isinstance(node, exp.And):
+        return conjuncts(node.this) + conjuncts(node.expression)
+    return [node]
+
+
 def resolve(column: exp.Column, instances: dict[str, Instance]) -> str | None:
     """The alias of the instance a column belongs to (None: unknown or an output alias)."""
     if column.table:

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from dpsql.errors import PrivacyViolation, UnsupportedConstruct
 from dpsql.frontend.parse import _closed, span
-from dpsql.frontend.relation import Instance, resolve
+from dpsql.frontend.relation import Instance, conjuncts, resolve
 from dpsql.frontend.totality import type_family
 from dpsql.frontend.validate import validate
 from dpsql.lower.guard import guarded, narrow_dates, quoted
@@ -39,16 +39,6 @@ def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=Unsuppo
     return err
 
 
-def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
-    if node is None:
-        return []
-    if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
-
-
 def is_semijoin(node: exp.Expression) -> bool:
     inner = node.this if isinstance(node, exp.Not) else node
     return isinstance(inner, exp.Exists) or (isinstance(inner, exp.In) and inner.args.get("query") is not None)
@@ -57,7 +47,7 @@ def is_semijoin(node: exp.Expression) -> bool:
 def extract(select: exp.Select) -> list[exp.Expression]:
     """Remove WHERE's top-level semi-joins from the query and return them (others stay and are refused)."""
     where = select.args.get("where")
-    parts = _conjuncts(where.this if where is not None else None)
+    parts = conjuncts(where.this if where is not None else None)
     found = [p for p in parts if is_semijoin(p)]
     if found:
         kept = [p for p in parts if not is_semijoin(p)]
@@ -145,7 +135,7 @@ def _split(query: exp.Select, alias: str, table: TablePolicy, instances: dict[st
     """WHERE's conditions on the subquery's own columns, and its comparisons inner column <op> outer column."""
     where = query.args.get("where")
     local, correlated = [], []
-    for part in _conjuncts(where.this if where is not None else None):
+    for part in conjuncts(where.this if where is not None else None):
         columns = [c for c in part.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
         outer = [c for c in columns if not _inner(c, alias, table)]
         if not outer:
