@@ -39,14 +39,16 @@ from dpsql.api.connection import PrivateConnection
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.mechanisms.randomness import RandomSource
 from dpsql.plan.model import Plan
+from dpsql.plan.public import PublicPlan
 
 NOISE = ("identity", "zero")
 
 
 @dataclass(frozen=True)
 class Exact:
-    """A plan and what its rewritten SQL returned with the noise switched off."""
-    plan: Plan
+    """A plan and what its rewritten SQL returned with the noise switched off (a query over public
+    tables only: its exact answer, as ``db.sql`` gives it)."""
+    plan: Plan | PublicPlan
     table: pa.Table
 
     @property
@@ -74,7 +76,7 @@ def _function(db: PrivateConnection, noise: str) -> str:
 
 
 def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-          noise: str = "identity", sampling: str = "hash", stage: str = "output", **options) -> Plan:
+          noise: str = "identity", sampling: str = "hash", stage: str = "output", **options) -> Plan | PublicPlan:
     """The query's plan lowered to SQL whose noise calls are the noiseless ``noise`` function."""
     return db._lowered(sql, epsilon, delta, noise_function=_function(db, noise), sampling=sampling, stage=stage,
                        **options)

@@ -333,9 +333,10 @@ def test_link_columns_are_identifiers_in_queries(sql):
     assert info.value.code == "DP203"
 
 
-def test_a_public_table_alone_is_answered_as_row_level_for_now():
-    db = connect()
-    assert testing.run(db, "SELECT COUNT(*) AS n FROM nation WHERE n_name <> 'N0'").rows == [(2,)]
+def test_a_public_table_alone_is_answered_exactly():
+    """No person's data: exact, at epsilon 0 (tests/test_public_queries.py)."""
+    exact = testing.run(connect(), "SELECT COUNT(*) AS n FROM nation WHERE n_name <> 'N0'")
+    assert exact.rows == [(2,)] and "public tables only (nation): answered exactly" in str(exact.plan)
 
 
 # --- the ledger's identity ------------------------------------------------------------------------------

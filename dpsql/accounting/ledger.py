@@ -103,13 +103,14 @@ class Ledger:
                     with contextlib.suppress(sqlite3.Error):
                         db.execute("ROLLBACK")
 
-    def release(self, ticket: Ticket, answer: pa.Table) -> None:
-        """Mark a charge released and keep its answer for replay.
+    def release(self, ticket: Ticket, answer: pa.Table | None) -> None:
+        """Mark a charge released and keep its answer for replay (None: keep none; a query over public
+        tables only, charged nothing, has nothing to replay).
 
         The spend is already on disk, so if this bookkeeping fails the answer is still released
         (with a warning): the charge stays ``reserved``, which counts as spent; only replay is lost.
         """
-        self._finish(ticket, "released", encode_answer(answer))
+        self._finish(ticket, "released", None if answer is None else encode_answer(answer))
 
     def fail(self, ticket: Ticket) -> None:
         """Mark a charge failed (it stays spent). If that fails too, it stays ``reserved``: spent."""

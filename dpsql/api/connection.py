@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
-from dpsql.accounting.budget import Budget
+from dpsql.accounting.budget import ZERO, Budget
 from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
 from dpsql.accounting import replay
@@ -29,6 +29,8 @@ from dpsql.frontend.scope import Scope, group_keys
 from dpsql.frontend.parse import parse
 from dpsql.plan.build import build_plan
 from dpsql.plan.model import Plan
+from dpsql.plan.public import PublicPlan, public_plan
+from dpsql.frontend.public import public_only
 from dpsql.policy import Policy, load_policy
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines.duckdb import DuckDBEngine
@@ -42,7 +44,7 @@ class Result:
     the rows are fetched exactly once, when the budget is charged.
     """
 
-    def __init__(self, table: pa.Table, plan: Plan, replayed: bool = False):
+    def __init__(self, table: pa.Table, plan: Plan | PublicPlan, replayed: bool = False):
         self._table = table
         self.plan = plan
         self.replayed = replayed   # an identical query's earlier answer, returned at no cost
@@ -108,15 +110,19 @@ class PrivateConnection:
         return pa.array(exact + draws, type=pa.int64())
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-             ci: float | None = None, nonnegative: bool = True) -> Plan:
+             ci: float | None = None, nonnegative: bool = True) -> Plan | PublicPlan:
         """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
         return self._lowered(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
 
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
-                 nonnegative: bool = True, noise_function: str | None = None, **lowering) -> Plan:
-        """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only."""
+                 nonnegative: bool = True, noise_function: str | None = None, **lowering) -> Plan | PublicPlan:
+        """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
+        over public tables only is answered exactly (frontend/public.py), before the DP pipeline."""
         try:
-            statement, policy = relate(flatten(parse(sql), sql), sql, self.policy)
+            parsed = parse(sql)
+            if public_only(parsed, self.policy):
+                return public_plan(parsed, sql, self.policy)
+            statement, policy = relate(flatten(parsed, sql), sql, self.policy)
             statement = fold_constants(statement, sql)
             scope = self._public_keys(statement, validate(statement, sql, policy))
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
@@ -137,7 +143,7 @@ class PrivateConnection:
         return dataclasses.replace(scope, table=dataclasses.replace(scope.table, columns=columns))
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-                ci: float | None = None, nonnegative: bool = True) -> Plan:
+                ci: float | None = None, nonnegative: bool = True) -> Plan | PublicPlan:
         """The Plan the query would run, with the rewritten SQL; spends nothing.
 
         Example:
@@ -171,6 +177,8 @@ class PrivateConnection:
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
         plan = self.plan(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
+        if isinstance(plan, PublicPlan):
+            return self._exact(plan)
         relation = self._engine.bind(plan.rewritten_sql)
         cost = self._ledger.cost(plan)
         text, names = replay.normalise_sql(sql)
@@ -194,6 +202,26 @@ class PrivateConnection:
             self._ledger.fail(ticket)
             raise
         self._ledger.release(ticket, table)
+        return Result(table, plan)
+
+    def _exact(self, plan: PublicPlan) -> Result:
+        """A query over public tables only: no person's data, so answered exactly and charged nothing.
+        Recorded in the history at epsilon 0, without its answer (nothing to replay: running it again
+        gives the same rows). Public data: an engine error's message is safe to show."""
+        relation = self._engine.bind(plan.rewritten_sql)
+        ticket = self._ledger.reserve(ZERO, sql=replay.normalise_sql(plan.sql)[0], plan=plan.summary,
+                                      data_version=self._data_version)
+        try:
+            table = self._engine.run(relation)
+        except (duckdb.Error, pa.ArrowException, ValueError, OverflowError) as e:
+            self._ledger.fail(ticket)
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ExecutionError("DP900", f"the query failed while running: {first}",
+                                 hint="public tables only: nothing was spent") from None
+        except BaseException:
+            self._ledger.fail(ticket)
+            raise
+        self._ledger.release(ticket, None)
         return Result(table, plan)
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ from dpsql.accounting.ledger import MEMORY, Ledger, default_ledger_path
 from dpsql.cli import demo as demo_module
 from dpsql.errors import DpsqlError
 from dpsql.cli.render import render_budget, render_csv, render_json, render_table
+from dpsql.plan.public import PublicPlan
 from dpsql.policy import load_policy
 
 EXIT_FAILED = 1
@@ -179,6 +180,8 @@ def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh, ci, raw
     if getattr(res, "replayed", False) is True:
         click.echo("note: the same answer as an identical earlier query; no budget spent "
                    "(--fresh draws anew and pays)", err=True)
+    if isinstance(getattr(res, "plan", None), PublicPlan):
+        click.echo("note: public tables only: answered exactly; no budget spent", err=True)
     # Render fully before writing: a refusal must leave stdout empty.
     with _reporting_errors(show_details=True):
         output = RENDERERS[fmt](columns, rows)

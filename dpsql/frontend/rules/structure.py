@@ -83,13 +83,18 @@ def allowed_nodes(select: exp.Select, scope: Scope) -> None:
         if not node.alias.strip():
             raise scope.refuse("DP102", "an output name cannot be empty", node)
     for cast in select.find_all(exp.Cast, exp.TryCast):
-        target = cast.to.sql(dialect="duckdb").upper()
-        base = target.split("(")[0].strip()
-        params = [p.this for p in cast.to.expressions if isinstance(p, exp.DataTypeParam)]
-        decimal = base == "DECIMAL" and len(params) == len(cast.to.expressions) <= 2 and all(
-            isinstance(p, exp.Literal) and p.is_int for p in params) and all(int(p.this) <= 38 for p in params)
-        if base not in CAST_TYPES or (cast.to.expressions and not decimal):
+        if not cast_allowed(cast):
             raise scope.refuse("DP102", f"CAST to {cast.to.sql(dialect='duckdb')} is not supported", cast)
+
+
+def cast_allowed(cast: exp.Cast) -> bool:
+    """A CAST to a type of CAST_TYPES, with parameters only as DECIMAL(p[, s]) of whole literals <= 38."""
+    target = cast.to.sql(dialect="duckdb").upper()
+    base = target.split("(")[0].strip()
+    params = [p.this for p in cast.to.expressions if isinstance(p, exp.DataTypeParam)]
+    decimal = base == "DECIMAL" and len(params) == len(cast.to.expressions) <= 2 and all(
+        isinstance(p, exp.Literal) and p.is_int for p in params) and all(int(p.this) <= 38 for p in params)
+    return base in CAST_TYPES and (not cast.to.expressions or decimal)
 
 
 def one_private_table(select: exp.Select, scope: Scope) -> None:
