@@ -25,6 +25,7 @@ from dpsql.accounting import replay
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
+from dpsql.frontend.per_person import per_person
 from dpsql.frontend.scope import Scope, group_keys
 from dpsql.frontend.parse import parse
 from dpsql.plan.build import build_plan
@@ -122,7 +123,8 @@ class PrivateConnection:
             parsed = parse(sql)
             if public_only(parsed, self.policy):
                 return public_plan(parsed, sql, self.policy)
-            statement, policy = relate(flatten(parsed, sql), sql, self.policy)
+            statement, policy = per_person(parsed, sql, self.policy)
+            statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = fold_constants(statement, sql)
             scope = self._public_keys(statement, validate(statement, sql, policy))
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)

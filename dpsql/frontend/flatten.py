@@ -26,7 +26,7 @@ def _refuse(code: str, message: str, node, sql: str, hint: str = "") -> Unsuppor
     return err
 
 
-def _inline_ctes(select: exp.Select, sql: str) -> None:
+def inline_ctes(select: exp.Select, sql: str) -> None:
     """Replace references to CTEs in FROM by the CTE's query, as a subquery."""
     with_ = select.args.get("with_")
     if with_ is None:
@@ -37,7 +37,7 @@ def _inline_ctes(select: exp.Select, sql: str) -> None:
     for cte in with_.expressions:
         body = cte.this
         if isinstance(body, exp.Select):
-            _inline_ctes(body, sql)
+            inline_ctes(body, sql)
             _replace_cte_tables(body, ctes)
         ctes[cte.alias.lower()] = body
     select.set("with_", None)
@@ -143,7 +143,7 @@ def flatten(select: exp.Expression, sql: str) -> exp.Expression:
     """Inline CTEs and merge row-wise FROM-subqueries into the outer SELECT (in place; returned)."""
     if not isinstance(select, exp.Select):
         return select
-    _inline_ctes(select, sql)
+    inline_ctes(select, sql)
     for _ in range(MAX_DEPTH):
         if not _merge(select, sql):
             return select

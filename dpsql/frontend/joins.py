@@ -69,7 +69,7 @@ def relate(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Expres
             return select, policy   # one table that holds its unit: nothing to relate
     instances = _instances(select, sql, policy)
     found = semijoins.extract(select)
-    edges = _edges(select, sql, instances)
+    edges = _edges(select, sql, instances, policy)
     _check_links(select, sql, instances, edges)
     for edge in edges:
         _same_kind(edge, instances, sql)
@@ -130,7 +130,7 @@ def _edge(node: exp.Expression, instances: dict[str, Instance]) -> Edge | None:
     return Edge(a, node.this.name.lower(), b, node.expression.name.lower(), node)
 
 
-def _edges(select: exp.Select, sql: str, instances: dict[str, Instance]) -> list[Edge]:
+def _edges(select: exp.Select, sql: str, instances: dict[str, Instance], policy: Policy) -> list[Edge]:
     """Every join condition: all of each ON, and WHERE's top-level equalities between tables (which
     move into the relation, where they mean the same: WHERE filters the joined rows either way)."""
     edges = []
@@ -139,14 +139,23 @@ def _edges(select: exp.Select, sql: str, instances: dict[str, Instance]) -> list
         on = join.args.get("on")
         if on is None and join.side:
             raise _refuse("DP204", "a LEFT JOIN needs ON", join, sql)
+        filters: list[exp.Expression] = []
+        join.meta["edges"] = []
         for part in conjuncts(on):
             edge = _edge(part, instances)
-            if edge is None or aliases[i] not in (edge.a, edge.b):
-                raise _refuse("DP204", "ON may only equate a column of the joined table with a column of a "
-                                       "table before it", part, sql,
-                              hint="filter rows in WHERE instead" if not join.side else
-                              "filters on the right side of a LEFT JOIN are not supported yet")
-            edges.append(edge)
+            if edge is not None and aliases[i] in (edge.a, edge.b):
+                edges.append(edge)
+                join.meta["edges"].append(part)
+                continue
+            columns = [c for c in part.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
+            if not columns or any(_resolve(c, instances) != aliases[i] for c in columns):
+                raise _refuse("DP204", "ON may only equate a column of the joined table with a column of a table "
+                                       "before it, or filter the joined table's own rows", part, sql,
+                              hint="filter rows of several tables in WHERE instead")
+            filters.append(part)
+        if filters:   # the joined table's own rows, before it is joined (as DuckDB reads ON)
+            inst = instances[aliases[i]]
+            join.meta["filter"] = semijoins.guarded_filter(filters, inst.table, inst.node, inst.alias, sql, policy)
     where = select.args.get("where")
     kept = []
     for part in conjuncts(where.this if where is not None else None):

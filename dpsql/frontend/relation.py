@@ -134,7 +134,10 @@ def _source(select: exp.Select, instances: dict[str, Instance], renames: dict[tu
     source = exp.select().from_(_table(first, instances), copy=False)
     for join in select.args.get("joins") or []:
         on = join.args.get("on")
-        source.join(_table(join.this, instances), on=on.copy().transform(qualified) if on is not None else None,
+        parts = [p.copy().transform(qualified) for p in join.meta.get("edges", [])]
+        if "filter" in join.meta:   # the joined table's own filters, validated and guarded
+            parts.append(join.meta["filter"])
+        source.join(_table(join.this, instances), on=exp.and_(*parts, copy=False) if parts else None,
                     join_type=join.side or ("CROSS" if on is None else "INNER"), copy=False)
     filters = [f.copy().transform(qualified) for f in select.meta.get("join_filters", [])]
     filters += select.meta.get("semi_joins", [])   # already written over the tables' aliases

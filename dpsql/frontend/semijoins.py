@@ -71,7 +71,6 @@ def _semijoin(node: exp.Expression, n: int, sql: str, instances: dict[str, Insta
     local, correlated = _split(query, alias, table, instances, sql)
     if isinstance(inner, exp.In):
         correlated.append(_membership(inner, query, alias, table, instances, sql))
-    _check_filters(local, table, query, sql, policy)
     ties = [c for c in correlated if _tie(c, table, instances)]
     for correlation in correlated:
         _check_correlation(correlation, correlation in ties, table, instances, sql)
@@ -83,10 +82,7 @@ def _semijoin(node: exp.Expression, n: int, sql: str, instances: dict[str, Insta
     name = f"__semi{n}"
     conditions = [_correlation(c, name, instances) for c in correlated]
     if local:
-        types = lambda column: table.columns[column].sql_type if column in table.columns else None  # noqa: E731
-        condition = guarded(narrow_dates(quoted(exp.and_(*[p.copy() for p in local])), types), types)
-        conditions.append(condition.transform(lambda c: exp.column(c.name, name, quoted=True)
-                                              if isinstance(c, exp.Column) else c))
+        conditions.append(guarded_filter(local, table, query.args["from_"].this, name, sql, policy))
     body = exp.select(exp.Literal.number(1)).from_(
         exp.Table(this=exp.to_identifier(table.name, quoted=True), alias=exp.TableAlias(this=exp.to_identifier(name))))
     if conditions:
@@ -167,15 +163,18 @@ def _membership(node: exp.In, query: exp.Select, alias: str, table: TablePolicy,
     return items[0].unalias(), outer, node
 
 
-def _check_filters(local: list[exp.Expression], table: TablePolicy, query: exp.Select, sql: str,
-                   policy: Policy) -> None:
-    """The subquery's own filters pass the rules a WHERE passes (no identifier, known columns, kinds)."""
-    if not local:
-        return
+def guarded_filter(parts: list[exp.Expression], table: TablePolicy, node: exp.Table, alias: str, sql: str,
+                   policy: Policy) -> exp.Expression:
+    """Filters on one table's own columns (a subquery's WHERE, a LEFT JOIN's ON): they pass the rules
+    a WHERE passes (no identifier, known columns, kinds, bounded strings), checked on a probe query
+    over that table alone, and are guarded as a WHERE is; columns qualified by ``alias``."""
     alone = dataclasses.replace(table, path=(), root_unit=None)   # checked as one table
-    probe = exp.select(exp.Count(this=exp.Star())).from_(query.args["from_"].this.copy()).where(
-        exp.and_(*[p.copy() for p in local]), copy=False)
+    probe = exp.select(exp.Count(this=exp.Star())).from_(node.copy()).where(
+        exp.and_(*[p.copy() for p in parts]), copy=False)
     validate(probe, sql, dataclasses.replace(policy, tables={**policy.tables, table.name: alone}))
+    types = lambda column: table.columns[column].sql_type if column in table.columns else None  # noqa: E731
+    condition = guarded(narrow_dates(quoted(exp.and_(*[p.copy() for p in parts])), types), types)
+    return condition.transform(lambda c: exp.column(c.name, alias, quoted=True) if isinstance(c, exp.Column) else c)
 
 
 def _tie(correlation, table: TablePolicy, instances: dict[str, Instance]) -> bool:
