@@ -34,6 +34,17 @@ POLICY = {
                 "cost": {"type": "float", "lower": 0, "upper": 50},
             },
         },
+        # Joins: a prescription reaches its person through its visit; clinics hold nobody's data.
+        "prescriptions": {
+            "privacy_unit": {"via": "visit_id", "references": "visits.visit_id"},
+            "max_groups_per_unit": 2,
+            "max_rows_per_unit": 5,
+            "columns": {
+                "drug": {"keys": ["x", "y", "z"]},
+                "dose": {"type": "float", "lower": 0, "upper": 10},
+            },
+        },
+        "clinics": {"public": True},
     },
 }
 
@@ -53,8 +64,15 @@ def make_database() -> duckdb.DuckDBPyConnection:
     con.execute("""
         CREATE TABLE visits AS SELECT
             range % 100 AS person_id, ['a', 'b', 'c'][1 + (range // 7) % 3] AS clinic,
-            ((range * 11) % 70)::DOUBLE AS cost
+            ((range * 11) % 70)::DOUBLE AS cost, range AS visit_id
         FROM range(2000)""")
+    con.execute("""
+        CREATE TABLE prescriptions AS SELECT
+            (range * 7) % 2100 AS visit_id, ['x', 'y', 'z'][1 + range % 3] AS drug, ((range * 3) % 12)::DOUBLE AS dose
+        FROM range(3000)""")
+    con.execute("""
+        CREATE TABLE clinics AS SELECT * FROM (VALUES ('a', 'north', 3), ('b', 'south', 5), ('c', 'north', 2))
+            AS c(clinic, region, doctors)""")
     return con
 
 

@@ -167,7 +167,7 @@ def test_user_level_contribution_is_bounded(raw, policy):
     plan = db.explain("SELECT clinic, COUNT(*) FROM visits GROUP BY clinic")
     assert plan.measurements[0].sensitivity == 6
     before = sum(n for _, n in raw.execute(_without_noise(plan, db)).fetchall())
-    raw.execute("INSERT INTO visits SELECT 424242, ['a','b','c'][1 + range % 3], 1.0 FROM range(3000)")
+    raw.execute("INSERT INTO visits SELECT 424242, ['a','b','c'][1 + range % 3], 1.0, 10000 + range FROM range(3000)")
     after = sum(n for _, n in raw.execute(_without_noise(plan, db)).fetchall())
     assert 0 < after - before <= 6
 

@@ -139,7 +139,7 @@ EXTREME_ROWS = [
         (1002, 'ssn-1002', 0, 'M', 'NY', '-inf'::DOUBLE, '', DATE '1970-01-01', false),
         (1003, 'ssn-1003', 5, 'm', 'ca', 1.7976931348623157e308, 'x', DATE '9999-12-31', true),
         (1004, NULL, NULL, 'X', 'WA', -1.7976931348623157e308, '00042', NULL, false)""",
-    """INSERT INTO visits VALUES (5, NULL, 'nan'::DOUBLE), (6, 'a', 'inf'::DOUBLE), (7, 'b', -1e308),
+    """INSERT INTO visits (person_id, clinic, cost) VALUES (5, NULL, 'nan'::DOUBLE), (6, 'a', 'inf'::DOUBLE), (7, 'b', -1e308),
         (8, 'c', '-inf'::DOUBLE), (NULL, 'a', 1.0), (9, 'A', 1.7976931348623157e308)""",
 ]
 

@@ -351,7 +351,8 @@ SINGLE = {"version": 1, "budget": {"epsilon": 3.5, "delta": 1e-6}, "default_epsi
 def test_identity_of_policies_without_links_is_unchanged():
     """Computed with the code before many-table policies existed: old ledgers stay readable."""
     assert policy_identity(load_policy(SINGLE)) == "126194dc2f1e3a5642d2e9fc8ea91636ecc5e1cdfc646e1e6241c659ca0403f8"
-    assert policy_identity(load_policy(POLICY)) == "bc5fd3228ca5ed2baeb5fdf38502810c933cc5ab661795906e02c8662ff29aa0"
+    before = {**POLICY, "tables": {k: v for k, v in POLICY["tables"].items() if k in ("people", "visits")}}
+    assert policy_identity(load_policy(before)) == "bc5fd3228ca5ed2baeb5fdf38502810c933cc5ab661795906e02c8662ff29aa0"
 
 
 def test_identity_of_a_linked_policy_includes_links_and_public_tables():

@@ -1,0 +1,1 @@
+SELECT drug, AVG(dose) FROM prescriptions GROUP BY drug

@@ -1,0 +1,1 @@
+SELECT COUNT(*) FROM visits WHERE clinic NOT IN (SELECT clinic FROM clinics WHERE region = 'south')

@@ -1,0 +1,2 @@
+-- expect: DP206
+SELECT COUNT(*) FROM (SELECT clinic, COUNT(*) AS n FROM visits GROUP BY clinic) AS s
