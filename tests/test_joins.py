@@ -275,3 +275,13 @@ def test_a_subquery_grouped_by_anything_but_the_person_is_refused(db, sql, code)
     with pytest.raises(dpsql.DpsqlError) as info:
         db.explain(sql)
     assert info.value.code == code, str(info.value)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM (SELECT 1 AS x GROUP BY 1) s",
+    "WITH t AS (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS() DISTINCT x.* AS NULL WHERE (NOT (x.* = x.*)) "
+    "GROUP BY c_seg, 0 QUALIFY row_number() OVER () = 1) SELECT COUNT(*) FROM t",   # found by hypothesis
+])
+def test_a_grouped_subquery_that_is_not_per_person_is_refused_not_a_crash(db, sql):
+    with pytest.raises(dpsql.DpsqlError):
+        db.explain(sql)

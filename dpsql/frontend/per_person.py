@@ -42,8 +42,9 @@ def per_person(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Ex
     inline_ctes(select, sql)
     source = select.args["from_"].this
     if not isinstance(source, exp.Subquery) or not isinstance(source.this, exp.Select) or \
-            not source.this.args.get("group"):
-        return select, policy
+            not source.this.args.get("group") or source.this.args.get("from_") is None or \
+            source.this.meta.get("dp") is not None:
+        return select, policy   # not a per-person subquery: flatten refuses it as before
     if select.args.get("joins"):
         raise _refuse("DP204", "a per-person subquery cannot be joined yet", select.args["joins"][0], sql)
     inner, inner_policy = relate(fold_constants(source.this, sql), sql, policy)
