@@ -12,6 +12,7 @@ tables (``privacy_unit: {via: ..., references: ...}``) are resolved in ``dpsql/p
 """
 from __future__ import annotations
 
+import datetime
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, Mapping
 import yaml
 
 from dpsql.errors import PolicyError
+from dpsql.frontend.literals import parse_date, parse_timestamp
 from dpsql.plan.sensitivity import MAX_BOUND
 from dpsql.policy_graph import Declared, Link, invalid as _fail, parse_link, resolve_links
 
@@ -32,6 +34,9 @@ class ColumnPolicy:
 
     ``keys`` is the public key domain (every key appears in GROUP BY output); ``lower``/``upper`` are
     clamping bounds, required to SUM or AVG the column; identifiers may not be referenced at all.
+    ``dates`` are the ``lower``/``upper`` of a DATE or TIMESTAMP column (dates, or datetimes): they
+    make nothing summable, they bound the public keys derived from the column (``YEAR(d)``,
+    ``date_trunc('month', d)``: frontend/derived.py).
     """
     name: str
     identifier: bool = False
@@ -42,6 +47,7 @@ class ColumnPolicy:
     sql_type: str = ""          # filled from the DuckDB schema at connect
     key_table: str | None = None  # set at connect for a large key set: the TEMP table holding it
     public_source: tuple[str, str] | None = None  # a joined public table's column: its values are its keys
+    dates: tuple[datetime.date, datetime.date] | None = None   # date bounds (lower, upper), inclusive
 
     @property
     def bounded(self) -> bool:
@@ -139,9 +145,10 @@ class Policy:
         return tuple(name for name, t in self.tables.items() if t.public)
 
 
-def _number(value: Any, path: str, *, positive=False, nonnegative=False, integer=False) -> float:
+def _number(value: Any, path: str, *, positive=False, nonnegative=False, integer=False,
+            what: str = "a number") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(path, "must be a number")
+        raise _fail(path, f"must be {what}")
     if not math.isfinite(value):
         raise _fail(path, "must be finite")
     if integer and value != int(value):
@@ -172,12 +179,15 @@ def _column(name: str, spec: Any, path: str) -> ColumnPolicy:
     ctype = spec.get("type")
     if ctype is not None and ctype not in ("int", "float"):
         raise _fail(f"{path}.type", "must be int or float")
-    lower = upper = None
+    lower = upper = dates = None
     if "lower" in spec or "upper" in spec:
         if "lower" not in spec or "upper" not in spec:
             raise _fail(path, "lower and upper must be given together")
-        lower = _number(spec["lower"], f"{path}.lower")
-        upper = _number(spec["upper"], f"{path}.upper")
+        dates = _date_bounds(spec["lower"], spec["upper"], path)
+    if dates is None and "lower" in spec:
+        what = "a number, or a date (1992-01-01) for a DATE or TIMESTAMP column"
+        lower = _number(spec["lower"], f"{path}.lower", what=what)
+        upper = _number(spec["upper"], f"{path}.upper", what=what)
         if lower > upper:
             raise _fail(f"{path}.lower", f"must be <= upper ({lower:g} > {upper:g})")
         if max(abs(lower), abs(upper)) > MAX_BOUND:
@@ -192,9 +202,40 @@ def _column(name: str, spec: Any, path: str) -> ColumnPolicy:
         if len(set(keys)) != len(keys):
             raise _fail(f"{path}.keys", "must not repeat a key")
         keys = tuple(keys)
-    if identifier and (keys is not None or lower is not None):
+    if identifier and (keys is not None or lower is not None or dates is not None):
         raise _fail(path, "an identifier column cannot have keys or bounds")
-    return ColumnPolicy(name=name, identifier=identifier, type=ctype, lower=lower, upper=upper, keys=keys)
+    return ColumnPolicy(name=name, identifier=identifier, type=ctype, lower=lower, upper=upper, keys=keys,
+                        dates=dates)
+
+
+def _moment(value: Any) -> datetime.date | None:
+    """A YAML date or timestamp, or an ISO text (``1992-01-01``, ``1992-01-01 12:00:00``), else None."""
+    if isinstance(value, datetime.date):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        return parse_date(text) or parse_timestamp(text.replace("T", " ", 1))
+    return None
+
+
+def _date_bounds(lower: Any, upper: Any, path: str) -> tuple[datetime.date, datetime.date] | None:
+    """(lower, upper) when both are dates or timestamps (a date beside a timestamp is its midnight);
+    None when neither is (numbers, checked by the caller)."""
+    lo, hi = _moment(lower), _moment(upper)
+    if lo is None and hi is None:
+        return None
+    if lo is None or hi is None:
+        wrong = "lower" if lo is None else "upper"
+        raise _fail(f"{path}.{wrong}", "must be a date (1992-01-01) like the other bound, or both numbers")
+    for key, value in (("lower", lo), ("upper", hi)):
+        if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+            raise _fail(f"{path}.{key}", "a timestamp bound takes no time zone")
+    if isinstance(lo, datetime.datetime) != isinstance(hi, datetime.datetime):
+        lo, hi = (datetime.datetime.combine(v, datetime.time()) if not isinstance(v, datetime.datetime) else v
+                  for v in (lo, hi))
+    if lo > hi:
+        raise _fail(f"{path}.lower", f"must be <= upper ({lo} > {hi})")
+    return lo, hi
 
 
 def _columns(spec: Any, path: str) -> tuple[dict[str, ColumnPolicy], dict[str, str]]:
@@ -254,7 +295,7 @@ def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
         raise _fail(f"{path}.privacy_unit", "with `row`, max_groups_per_unit and max_rows_per_unit must be 1")
     columns, paths = _columns(spec.get("columns", {}), f"{path}.columns")
     via = columns.get(unit)
-    if link is not None and via is not None and (via.keys is not None or via.bounded):
+    if link is not None and via is not None and (via.keys is not None or via.bounded or via.dates is not None):
         raise _fail(paths[unit], f"links {name} to its privacy unit ({path}.privacy_unit.via), so it identifies "
                                  "a person: it cannot have keys or bounds")
     if unit != ROW:

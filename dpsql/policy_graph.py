@@ -114,7 +114,7 @@ def _path(name: str, links: Mapping[str, Declared]) -> tuple[Link, ...]:
 def _mark_referenced(table: TablePolicy, column: str, declared: Declared, identifier) -> TablePolicy:
     """A referenced key names one row, hence one person: an identifier, never keys or bounds."""
     col = table.columns.get(column)
-    if col is not None and (col.keys is not None or col.bounded):
+    if col is not None and (col.keys is not None or col.bounded or col.dates is not None):
         where = declared.table_paths[table.name]
         raise invalid(f"{where}.columns.{column}",
                       f"is referenced by {declared.path} ({declared.link}), so it identifies a person: "

@@ -30,6 +30,7 @@ derandomized; ``-m slow`` runs 10,000 examples per strategy.
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 import math
 import subprocess
@@ -105,6 +106,11 @@ for _table in ("people", "visits"):
     for _name, _type, _keys in KEY_COLUMNS:
         _columns[_name] = {"keys": list(_keys)}
 LEAK_POLICY["tables"]["people"]["columns"]["active"] = {"keys": [False, True]}   # a boolean with public keys
+for _table in ("people", "visits"):   # date bounds: public keys derived from them (YEAR(day), date_trunc)
+    LEAK_POLICY["tables"][_table]["columns"]["day"] = {"lower": datetime.date(2000, 1, 1),
+                                                       "upper": datetime.date(2008, 12, 31)}
+    LEAK_POLICY["tables"][_table]["columns"]["ts"] = {"lower": datetime.datetime(2020, 1, 1),
+                                                      "upper": datetime.datetime(2020, 1, 31, 12)}
 
 # The engine's resources: one thread (two shared cores; the same row order, so the same base rows, in
 # every world) and a memory limit for what DuckDB accounts for (not strings: see BLOW_UPS).
@@ -441,6 +447,17 @@ FINDINGS = [
     # the NULL group of an expression over public keys (keys joined with `=`)
     "SELECT CASE WHEN flag = 1 THEN 'one' END AS g, COUNT(*) FROM people GROUP BY g",
     "SELECT CASE WHEN grade > 3 THEN 'high' END AS g, COUNT(*) FROM visits GROUP BY g ORDER BY g",
+    # keys derived from bounds (years, months, bins; the neighbours' extreme dates and values fall
+    # outside), and dates compared bare with folded date arithmetic
+    "SELECT year(day) AS y, COUNT(*) AS n FROM people GROUP BY y ORDER BY n",
+    "SELECT date_trunc('month', ts) AS m, SUM(f64) AS s FROM visits GROUP BY m ORDER BY s DESC",
+    "SELECT EXTRACT(YEAR FROM day) - 2000 AS y, tier, AVG(f64) AS a FROM visits GROUP BY y, tier ORDER BY a",
+    "SELECT FLOOR(i16 / 100) * 100 AS b, COUNT(*) AS n FROM visits GROUP BY b ORDER BY n, b DESC",
+    "SELECT i8 // 10 AS b, COUNT(*) AS n, SUM(dec) AS s FROM people GROUP BY b",
+    "SELECT date_trunc('quarter', day) AS q, FLOOR(f64 / 250) AS b, COUNT(*) FROM visits GROUP BY q, b",
+    "SELECT COUNT(*) FROM people WHERE day <= DATE '2008-12-31' - INTERVAL '90' DAY AND day > '2001-06-01'",
+    "SELECT COUNT(*) FROM visits WHERE ts BETWEEN DATE '2020-01-02' AND '2020-01-05 10:00:00' "
+    "AND day IN (DATE '2000-01-01' + INTERVAL 1 MONTH, '2004-02-29')",
 ]
 # COUNT(*, contribution_bounds_per_group => (X, X)): every unit counts X, so the exact count is
 # units * X, which overflows a BIGINT cast on the neighbour only when the base sits just below 2**63:
@@ -501,7 +518,10 @@ PUBLIC_KEYS = {"people": ["sex", "state", "active", "grade", "tier", "flag"],
 KEY_EXPRESSIONS = ["CASE WHEN flag = 1 THEN 'one' END", f"grade = {TINY}", "grade + 0.5", "upper(tier)",
                    "tier || 'x'", "grade > 3", "CASE WHEN tier = 'gold' THEN 1 WHEN tier = 'none' THEN NULL END",
                    "-grade", "CAST(grade AS TINYINT)", "grade * 9223372036854775807", "length(tier)", "NOT flag = 1",
-                   "grade // 0", "COALESCE(CASE WHEN grade > 2 THEN grade END, 0)"]
+                   "grade // 0", "COALESCE(CASE WHEN grade > 2 THEN grade END, 0)",
+                   # derived from bounds
+                   "year(day)", "EXTRACT(YEAR FROM day) - 2000", "date_trunc('month', ts)", "date_trunc('quarter', day)",
+                   "FLOOR(f64 / 100) * 100", "i16 // 100", "FLOOR(dec / 250)", "FLOOR(i8 / 10)"]
 PRIVATE_KEYS = ["zip", "txt", "i8", "day", "f64", "f32", "dec", "u64", "ok", "ts", f"age = {TINY}", f"i64 > {TINY}",
                 "length(txt)", "upper(txt)", "i8 * 2", "CAST(f64 AS INT)", "year(day)", "isnan(f64)"]
 

@@ -30,8 +30,11 @@ def policy_document(policy: Policy) -> dict:
         columns = {}
         for cname, c in t.columns.items():
             keys = None if c.keys is None else sorted(c.keys, key=canonical)
-            columns[cname] = {"identifier": c.identifier, "type": c.type, "lower": c.lower,
-                              "upper": c.upper, "keys": keys}
+            # Date bounds take the numbers' place (tagged "date:1992-01-01"): a policy without them
+            # keeps its document, byte for byte.
+            lower, upper = c.dates if c.dates is not None else (c.lower, c.upper)
+            columns[cname] = {"identifier": c.identifier, "type": c.type, "lower": lower,
+                              "upper": upper, "keys": keys}
         if t.public:
             tables[name] = {"public": True, "columns": columns}
             continue

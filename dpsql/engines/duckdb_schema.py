@@ -11,11 +11,13 @@ key a link references is unique in the data (once per data version).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import threading
 
 import duckdb
 
 from dpsql.errors import PolicyError
+from dpsql.frontend.literals import temporal_type
 from dpsql.policy import ColumnPolicy, Link, Policy, TablePolicy
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
@@ -53,7 +55,9 @@ def _bind_table(table: TablePolicy, schema: dict[str, str], con) -> TablePolicy:
             raise _fail(f"{path}: column {name!r} does not exist in table {table.name!r}")
         sql_type = schema[name]
         if col.bounded and not is_numeric(sql_type):
-            raise _fail(f"{path}: bounds need a numeric column, but {name!r} is {sql_type}")
+            dated = " (a DATE or TIMESTAMP column takes dates: lower: 1992-01-01)" if temporal_type(sql_type) else ""
+            raise _fail(f"{path}: number bounds need a numeric column, but {name!r} is {sql_type}{dated}")
+        _check_date_bounds(col, sql_type, path)
         keys = col.keys
         if keys is not None:
             try:
@@ -70,6 +74,17 @@ def _bind_table(table: TablePolicy, schema: dict[str, str], con) -> TablePolicy:
         for name, sql_type in schema.items():
             columns.setdefault(name, ColumnPolicy(name=name, sql_type=sql_type))
     return dataclasses.replace(table, columns=columns)
+
+
+def _check_date_bounds(col: ColumnPolicy, sql_type: str, path: str) -> None:
+    """Date bounds belong to a DATE column (days) or a TIMESTAMP column (days or instants)."""
+    if col.dates is None:
+        return
+    kind = temporal_type(sql_type)
+    if kind is None:
+        raise _fail(f"{path}: date bounds need a DATE or TIMESTAMP column, but {col.name!r} is {sql_type}")
+    if kind == "DATE" and any(isinstance(d, datetime.datetime) for d in col.dates):
+        raise _fail(f"{path}: {col.name!r} is a DATE: its bounds are days (1992-01-01), not instants")
 
 
 def _kind(sql_type: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from sqlglot import exp
 from dpsql.errors import UnsupportedConstruct
+from dpsql.frontend.derived import DerivedKeys, TooManyKeys, derive
 from dpsql.frontend.intervals import interval
 from dpsql.frontend.options import QueryOptions, number
 from dpsql.frontend.parse import span
@@ -76,6 +77,10 @@ class KeySpec:
     node: exp.Expression            # where it was written (for errors)
     expression: exp.Expression      # the column or expression grouped on
     columns: tuple[ColumnPolicy, ...]
+    derived: tuple[DerivedKeys | TooManyKeys, ...] = ()   # keys of columns without declared ones, from bounds
+
+    def derived_for(self, column: str) -> DerivedKeys | TooManyKeys | None:
+        return next((d for d in self.derived if d.column == column), None)
 
 
 def unqualified(node: exp.Expression) -> exp.Expression:
@@ -113,7 +118,10 @@ def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
         if isinstance(node, exp.Literal) or not list(columns_in(node)):
             raise scope.refuse("DP304", "GROUP BY takes columns, or expressions of columns, with public keys", item)
         cols = tuple(dict.fromkeys(scope.table.columns[name_of(c)] for c in columns_in(node)))
-        keys.append(KeySpec(node=item, expression=unqualified(node), columns=cols))
+        expression = unqualified(node)
+        derived = tuple(d for d in (derive(expression, c) for c in cols if c.keys is None and c.public_source is None)
+                        if d is not None)
+        keys.append(KeySpec(node=item, expression=expression, columns=cols, derived=derived))
     return keys
 
 

@@ -1,5 +1,6 @@
 """Public group keys in SQL: the declared key sets (literals, or TEMP tables for long ones), the row
-filter to declared keys, and the domain of every GROUP BY item computed from the keys alone."""
+filter to declared keys (and to the periods or bins of keys derived from bounds), and the domain of
+every GROUP BY item computed from the keys alone."""
 from __future__ import annotations
 
 from sqlglot import exp
@@ -7,7 +8,8 @@ from dpsql.plan.model import Plan
 from dpsql.engines.duckdb_schema import key_text
 from dpsql.lower.sql import alias, cast, col, ident
 from dpsql.lower.names import key_names
-from dpsql.lower.guard import quoted, safe
+from dpsql.lower.guard import column_types, guarded, quoted, safe
+from dpsql.frontend.totality import narrow_dates
 
 
 def key_literal(value, sql_type: str) -> exp.Expression:
@@ -16,7 +18,8 @@ def key_literal(value, sql_type: str) -> exp.Expression:
 
 def key_columns(plan: Plan) -> list:
     """The distinct public-key columns the GROUP BY items read."""
-    return list({c.name: c for k in plan.group_keys for c in k.columns if c.keys is not None}.values())
+    return list({c.name: c for k in plan.group_keys for c in k.columns
+                 if c.keys is not None and c.derived is None}.values())
 
 
 def key_table(plan: Plan, column: str) -> str | None:
@@ -34,8 +37,13 @@ def declared(plan: Plan, column: str) -> exp.Expression:
 
 
 def key_filter(plan: Plan) -> list[exp.Expression]:
-    """Rows whose key is not declared public are dropped (so NULL keys too); long key sets by a join."""
-    return [declared(plan, c.name) for c in key_columns(plan) if key_table(plan, c.name) is None]
+    """Rows whose key is not declared public are dropped (so NULL keys too); long key sets by a join.
+    Likewise rows outside the periods or bins of keys derived from bounds (total where provable)."""
+    declared_keys = [declared(plan, c.name) for c in key_columns(plan) if key_table(plan, c.name) is None]
+    types = column_types(plan)
+    derived = {c.derived.condition.sql(): c.derived.condition for k in plan.group_keys for c in k.columns
+               if c.derived is not None}
+    return declared_keys + [guarded(narrow_dates(quoted(d), types), types) for d in derived.values()]
 
 
 def join_key_tables(query: exp.Select, plan: Plan) -> exp.Select:

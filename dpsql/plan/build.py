@@ -22,6 +22,7 @@ from dpsql.frontend.options import aggregate_bounds
 from dpsql.plan.sensitivity import count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity, sum_sensitivity, unit_total_sensitivity
 from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism
 from dpsql.frontend.scope import AGGREGATES, Scope, argument_bounds, group_keys, is_key, name_of, quantile_of
+from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
 from dpsql.plan.model import GroupKey, KeyColumn, Measurement, Output, Plan, Selection
 from dpsql.plan.allocation import check_budget_parameters, share
 from dpsql.plan.aggregates import Need, handler, needs, signature
@@ -214,20 +215,16 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     _check_release_options(confidence, nonnegative)
     table = scope.table
     specs = group_keys(select, scope)
-    keys = [GroupKey(k.expression, tuple(KeyColumn(c.name, c.sql_type, c.keys) for c in k.columns)) for k in specs]
+    keys = [GroupKey(k.expression, tuple(_key_column(c, k) for c in k.columns)) for k in specs]
     collected = _Outputs(scope, specs, keys)
     visible = collected.select(select)
     having = select.args.get("having")
     having = having.this.copy().transform(collected.to_slot) if having is not None else None
     order = collected.order(select, visible)
     L, C = _contribution_limits(scope, keys)
-    private = [(k, c) for k in specs for c in k.columns if c.keys is None]
+    private = [(spec, c) for spec, key in zip(specs, keys) for c in key.columns if c.keys is None]
     if private and delta == 0:
-        key, column = private[0]
-        raise scope.refuse("DP304", f"GROUP BY {column.name}: keys are not public, so the groups themselves "
-                           "could reveal a person", key.node, cls=PrivacyViolation, rule="partition_selection",
-                           hint=f"declare `keys` for {column.name!r} in the policy, or pass delta > 0 for DP "
-                                "partition selection")
+        _refuse_private(scope, *private[0])
     measurements, outputs = _measurements(_unique_names(collected.items), L, C, epsilon, selecting=bool(private),
                                           table=table)
     selection = _selection(measurements, L, delta) if private else None
@@ -238,6 +235,31 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
                 having=having, order=tuple(order), limit=limit, offset=offset,
                 epsilon=epsilon, delta=delta if selection else 0.0, max_groups_option=scope.options.max_groups,
                 selection=selection, confidence=confidence, nonnegative=nonnegative)
+
+
+def _key_column(column, spec) -> KeyColumn:
+    """A GROUP BY item's column: its declared keys, or the values standing for the groups its bounds
+    give (frontend/derived.py), or no keys (private: DP partition selection)."""
+    derived = spec.derived_for(column.name)
+    if isinstance(derived, DerivedKeys):
+        return KeyColumn(column.name, column.sql_type, derived.values, derived=derived)
+    return KeyColumn(column.name, column.sql_type, column.keys)
+
+
+def _refuse_private(scope: Scope, spec, column: KeyColumn):
+    """DP304: a GROUP BY column without public keys, and no delta for partition selection."""
+    too_many = spec.derived_for(column.name)
+    if isinstance(too_many, TooManyKeys):
+        raise scope.refuse("DP304", f"GROUP BY {spec.expression.sql(dialect='duckdb')}: the bounds of {column.name} "
+                           f"give {too_many.count} groups ({too_many.description}), more than the "
+                           f"{MAX_DERIVED_KEYS} dpsql derives", spec.node, cls=PrivacyViolation,
+                           rule="partition_selection",
+                           hint=f"group by wider bins or longer periods, narrow the bounds of {column.name!r} in "
+                                "the policy, or pass delta > 0 for DP partition selection")
+    raise scope.refuse("DP304", f"GROUP BY {column.name}: keys are not public, so the groups themselves "
+                       "could reveal a person", spec.node, cls=PrivacyViolation, rule="partition_selection",
+                       hint=f"declare `keys` for {column.name!r} in the policy, or pass delta > 0 for DP "
+                            "partition selection")
 
 
 def _check_release_options(confidence, nonnegative) -> None:

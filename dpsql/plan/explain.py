@@ -70,7 +70,11 @@ def explain_text(plan: Plan) -> str:
                 return f"{k.label} (private: groups found in the data, released by DP partition selection)"
             if k.column:
                 return f"{k.label} ({len(k.columns[0].keys)} public keys)"
-            return f"{k.label} (its values over the public keys of {', '.join(c.name for c in k.columns)})"
+            derived = [c.derived.description for c in k.columns if c.derived is not None]
+            if len(derived) == len(k.columns) == 1:
+                return f"{k.label} (<= {len(k.columns[0].keys)} public keys: {derived[0]})"
+            declared = [f"the public keys of {c.name}" for c in k.columns if c.derived is None]
+            return f"{k.label} (its values over {' and '.join(declared + derived)})"
         keys = ", ".join(describe(k) for k in plan.group_keys)
         if plan.selection is None:
             lines.append(f"groups: {keys}: <= {plan.partitions} partition(s), every one released")

@@ -14,6 +14,7 @@ from dpsql.errors import InternalError
 from dpsql.plan.explain import explain_text
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
 from dpsql.plan.text import CONFIDENCE
+from dpsql.frontend.derived import DerivedKeys
 from dpsql.policy import TablePolicy
 
 
@@ -91,10 +92,12 @@ class Output:
 
 @dataclass(frozen=True)
 class KeyColumn:
-    """A column with public keys that a GROUP BY item reads."""
+    """A column with public keys that a GROUP BY item reads: declared ones, or (``derived``) values
+    standing for the groups its bounds give (frontend/derived.py)."""
     name: str
     sql_type: str
     keys: tuple
+    derived: DerivedKeys | None = None
 
 
 @dataclass(frozen=True)
