@@ -10,7 +10,7 @@ from dpsql.frontend.totality import type_bounds
 from dpsql.lower.sql import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, saturate, select
 from dpsql.lower.names import key_names, raw_column, value_column
 from dpsql.lower.keys import declared, join_key_tables, key_filter
-from dpsql.lower.guard import quoted, safe, user_where
+from dpsql.lower.guard import decimal_total, quoted, safe, user_where
 from dpsql.lower.noise import scalar_measurements
 from dpsql.plan.kinds import Bounding, Quantity
 
@@ -24,7 +24,8 @@ def on_grid(value: exp.Expression, m: Measurement) -> exp.Expression:
 def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
     """An aggregate's argument for one row, as DOUBLE: a column as read; in an expression, every
     bounded column clamped to its bounds first (what interval arithmetic assumed), the cast to DOUBLE
-    inside TRY() (validation refused strings and dates; TRY covers whatever else could fail)."""
+    inside TRY() (validation refused strings and dates; TRY covers whatever else could fail), unless
+    guard.decimal_total shows that nothing can (arithmetic of bounded DECIMAL columns)."""
     if isinstance(argument, exp.Column):
         return cast(col(argument.name), "DOUBLE")   # a numeric column: the cast cannot fail
 
@@ -36,7 +37,9 @@ def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
                 return clamp_in_type(value, policy)
             return value
         return node
-    return exp.Anonymous(this="TRY", expressions=[cast(quoted(argument).transform(clamped), "DOUBLE")])
+    written = quoted(argument)
+    value = cast(written.transform(clamped), "DOUBLE")
+    return value if decimal_total(written, plan) else exp.Anonymous(this="TRY", expressions=[value])
 
 
 def clamp_in_type(value: exp.Expression, policy) -> exp.Expression:
