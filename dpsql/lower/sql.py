@@ -62,15 +62,18 @@ def clamp(value: exp.Expression, lower: float | exp.Expression, upper: float | e
 
 def conjunction(conditions: list[exp.Expression]) -> exp.Expression | None:
     conditions = [c for c in conditions if c is not None]
-    return exp.and_(*[exp.Paren(this=c) for c in conditions]) if conditions else None
+    return exp.and_(*[exp.Paren(this=c) for c in conditions], copy=False) if conditions else None
 
 
 def select(*projections: exp.Expression, source: str | exp.Expression, where=None, group=()) -> exp.Select:
-    query = exp.select(*projections).from_(exp.Table(this=ident(source)) if isinstance(source, str) else source)
+    """A SELECT of fresh nodes, built in place: each builder's default copy of the query so far (the
+    joined relation's subquery included) cost more than the rest of the rewrite."""
+    query = exp.select(*projections).from_(exp.Table(this=ident(source)) if isinstance(source, str) else source,
+                                           copy=False)
     if where is not None:
-        query = query.where(where)
+        query = query.where(where, copy=False)
     if group:
-        query = query.group_by(*group)
+        query = query.group_by(*group, copy=False)
     return query
 
 
