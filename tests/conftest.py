@@ -68,7 +68,7 @@ def make_database() -> duckdb.DuckDBPyConnection:
         FROM range(2000)""")
     con.execute("""
         CREATE TABLE prescriptions AS SELECT
-            (range * 7) % 2100 AS visit_id, ['x', 'y', 'z'][1 + range % 3] AS drug, ((range * 3) % 12)::DOUBLE AS dose
+            (range * 7) % 2000 AS visit_id, ['x', 'y', 'z'][1 + range % 3] AS drug, ((range * 3) % 12)::DOUBLE AS dose
         FROM range(3000)""")
     con.execute("""
         CREATE TABLE clinics AS SELECT * FROM (VALUES ('a', 'north', 3), ('b', 'south', 5), ('c', 'north', 2))
