@@ -74,6 +74,7 @@ class TablePolicy:
     path: tuple[Link, ...] = ()       # the links to the root, this table's own first; () unless linked
     root_unit: str | None = None      # a linked table: its root's privacy unit column
     source: Any = None                # a joined relation (frontend/joins.py): the sqlglot SELECT it reads
+    about: str | None = None          # a relation: how its rows were made and whose they are (explain)
 
     @property
     def row_level(self) -> bool:

@@ -75,9 +75,24 @@ def relate(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Expres
         _same_kind(edge, instances, sql)
     select.meta["semi_joins"] = semijoins.lower(found, sql, instances, policy)
     relation, renames = build(select, instances, policy)
+    relation = dataclasses.replace(relation, about=_about(instances, edges, found, relation))
     _rewrite(select, sql, instances, renames, relation)
     tables = {**policy.tables, relation.name: relation}
     return select, dataclasses.replace(policy, tables=tables)
+
+
+def _about(instances: dict[str, Instance], edges: list, found: list, relation: TablePolicy) -> str:
+    """What explain says of a relation: its joins, the semi-joins that filter it, whose rows they are."""
+    parts = [f"joined on {', '.join(e.node.sql(dialect='duckdb') for e in edges)}"] if edges else []
+    if found:
+        parts.append(f"{len(found)} EXISTS/IN filter(s) tied to the row's person")
+    private = [i for i in instances.values() if not i.table.public]
+    if private and all(i.table.unit_key is None for i in private):
+        parts.append(f"each row's person found through {', '.join(map(str, private[0].table.path))} (joins added)")
+    elif private:
+        root = private[0].table
+        parts.append(f"each row belongs to the person {root.root}.{root.root_column}")
+    return "; ".join(parts) or "one table"
 
 
 # --- the tables --------------------------------------------------------------------------------------

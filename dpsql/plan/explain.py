@@ -64,6 +64,8 @@ def explain_text(plan: Plan) -> str:
     lines = [f"dpsql plan for: {' '.join(plan.sql.split())}",
              f"table {t.name}: {unit}; L = {plan.max_groups} partition(s) per unit, "
              f"C = {plan.max_rows} row(s) per unit per partition"]
+    if t.about:
+        lines.append(f"rows: {t.about}")
     if plan.group_keys:
         def describe(k):
             if not k.public:
