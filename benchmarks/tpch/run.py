@@ -317,13 +317,19 @@ def write_readme(result: dict, readme: Path = README) -> None:
     """Put the table between this scale factor's markers, replacing an earlier run's (or append it)."""
     label = sf_label(result["sf"]) + ("" if result["policy"] == POLICY.name else f" policy={result['policy']}")
     start, end = f"<!-- tpch-results sf={label} start -->", f"<!-- tpch-results sf={label} end -->"
-    block = f"{start}\n{table(result)}\n{end}"
+    put_block(readme, start, end, table(result), f"### SF {label.replace(' policy=', ', policy ')}")
+
+
+def put_block(readme: Path, start: str, end: str, body: str, heading: str) -> None:
+    """Write ``body`` between the markers ``start`` and ``end`` in ``readme``, replacing what they held;
+    without the markers, append them and ``body`` under ``heading``."""
+    block = f"{start}\n{body}\n{end}"
     text = readme.read_text() if readme.exists() else "# TPC-H yardstick\n"
     if start in text and end in text:
         before, rest = text.split(start, 1)
         text = before + block + rest.split(end, 1)[1]
     else:
-        text = text.rstrip("\n") + f"\n\n### SF {label.replace(' policy=', ', policy ')}\n\n{block}\n"
+        text = text.rstrip("\n") + f"\n\n{heading}\n\n{block}\n"
     readme.write_text(text)
 
 
