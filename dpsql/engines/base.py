@@ -9,7 +9,7 @@ from typing import Any, Callable, Protocol
 
 import pyarrow as pa
 
-from dpsql.policy import Policy
+from dpsql.policy import ColumnPolicy, Policy
 
 
 class Engine(Protocol):
@@ -18,6 +18,10 @@ class Engine(Protocol):
     def bind_policy(self, policy: Policy, prefix: str, data_version: str | None = None) -> Policy:
         """The policy with the catalog's column types and key tables (prefix: their random name),
         every key a link references checked unique in the data (once per data version)."""
+        ...
+
+    def public_keys(self, table: str, column: ColumnPolicy, prefix: str) -> ColumnPolicy:
+        """A joined public table's column with its distinct values as keys (public data)."""
         ...
 
     def lock_down(self) -> None:
