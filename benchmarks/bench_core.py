@@ -14,8 +14,17 @@ other load on the machine disturbs less):
 plus ``plan``: ``db.explain`` alone (parse..rewrite, no ledger, no engine).
 Targets: row level <= 1.1x floor, user level <= 1.5x floor.
 
+``--planning`` times planning alone (``db.explain``: parse, flatten, validate, plan, lower; nothing
+runs) over every query of grammar/accept on the fixture database and policy of tests/conftest.py,
+both taken from the tree of the ``dpsql`` imported (so ``PYTHONPATH=<other tree>`` compares trees):
+the median of ``--repeats`` rounds per query, then the median, p90, mean and total over the queries.
+Planning is single-threaded Python, so it is timed in thread CPU time, which other jobs on the
+machine disturb much less than wall time. ``--profile`` adds a cProfile of those rounds: time by
+stage and by what sqlglot does (copies, printing, parsing).
+
     python benchmarks/bench_core.py                      # 10M rows, 5 repeats
     python benchmarks/bench_core.py --rows 10000 --repeats 3
+    python benchmarks/bench_core.py --planning --repeats 30 [--profile]
 
 >>> [r["case"] for r in run(rows=2000, repeats=1)]
 ['row', 'user L=1 C=3', 'user L=5 C=3']
@@ -23,13 +32,18 @@ Targets: row level <= 1.1x floor, user level <= 1.5x floor.
 from __future__ import annotations
 
 import argparse
+import copy
+import cProfile
+import importlib.util
 import inspect
 import os
+import pstats
 import platform
 import statistics
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import duckdb
@@ -210,6 +224,138 @@ def run(rows: int, repeats: int, threads: int | None = None) -> list[dict]:
     return [run_case(case, rows, repeats, threads) for case in CASES]
 
 
+def corpus() -> tuple[Path, list[tuple[str, str]]]:
+    """The tree of the imported dpsql, and (stem, SQL) of each query of its grammar/accept, sorted."""
+    root = Path(dpsql.__file__).resolve().parents[1]
+    return root, [(p.stem, p.read_text(encoding="utf-8")) for p in sorted((root / "grammar" / "accept").glob("*.sql"))]
+
+
+def fixture_connection(root: Path):
+    """dpsql over tests/conftest.py's database and policy (the golden files' fixture), ledger in memory."""
+    spec = importlib.util.spec_from_file_location("_bench_fixture", root / "tests" / "conftest.py")
+    fixture = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixture)
+    return dpsql.connect(fixture.make_database(), ledger=":memory:", policy=copy.deepcopy(fixture.POLICY))
+
+
+def plan_once(db, sql: str) -> bool:
+    """Plan one query; False if dpsql refuses it (a refusal is timed too: it is planning work)."""
+    try:
+        db.explain(sql)
+        return True
+    except dpsql.DpsqlError:
+        return False
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile by linear interpolation between order statistics (q = 0.5 is the median)."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def cpu_ms(fn: Callable[[], object]) -> float:
+    """Thread CPU milliseconds of one call (planning runs in this thread only)."""
+    start = time.thread_time()
+    fn()
+    return 1e3 * (time.thread_time() - start)
+
+
+def planning(repeats: int) -> dict:
+    """Planning time of each grammar/accept query: one warm-up round, then ``repeats`` rounds over all
+    queries; per query the median round, then the median, p90, mean and total over the queries (CPU ms)."""
+    root, queries = corpus()
+    db = fixture_connection(root)
+    accepted = {stem: plan_once(db, sql) for stem, sql in queries}
+    times: dict[str, list[float]] = {stem: [] for stem, _ in queries}
+    for _ in range(repeats):
+        for stem, sql in queries:
+            times[stem].append(cpu_ms(lambda sql=sql: plan_once(db, sql)))
+    # The benchmark's own query on the benchmark's policies, over an empty table of its schema.
+    own = {}
+    for case in CASES:
+        con = fresh_database(0, None)
+        own_db = private(con, case)
+        own_db.explain(QUERY, epsilon=1.0)
+        own[case.name] = statistics.median(cpu_ms(lambda own_db=own_db: own_db.explain(QUERY, epsilon=1.0))
+                                           for _ in range(repeats))
+        con.close()
+    db.close()
+    per_query = {stem: statistics.median(ts) for stem, ts in times.items()}
+    values = list(per_query.values())
+    return {"tree": str(root), "queries": len(queries), "accepted": sum(accepted.values()), "repeats": repeats,
+            "median_ms": percentile(values, 0.5), "p90_ms": percentile(values, 0.9),
+            "mean_ms": statistics.fmean(values), "total_ms": sum(values), "max_ms": max(values),
+            "per_query_ms": per_query, "bench_query_ms": own}
+
+
+# cProfile, cumulative time of the pipeline's stages (dpsql functions, either package layout) and of
+# what sqlglot does for them (these overlap: a builder's copy happens inside a stage).
+PROFILE_STAGES = ("parse", "public_only", "per_person", "flatten", "relate", "fold_constants", "validate",
+                  "build_plan", "rewrite")
+PROFILE_SQLGLOT = (
+    ("deep copies (Expression.copy)", "expressions/core.py", "copy"),
+    ("  of which builders' maybe_copy", "expressions/core.py", "maybe_copy"),
+    ("printing SQL (Generator.generate)", "sqlglot/generator.py", "generate"),
+    ("parsing the query (sqlglot.parse)", "sqlglot/__init__.py", "parse"),
+    ("parsing builder strings (parse_one)", "sqlglot/__init__.py", "parse_one"),
+)
+
+
+def profile(repeats: int) -> str:
+    """cProfile of ``repeats`` planning rounds over grammar/accept: cumulative time by stage and by
+    sqlglot activity, then the top functions by cumulative time (ms a query, under the profiler)."""
+    root, queries = corpus()
+    db = fixture_connection(root)
+    for _, sql in queries:
+        plan_once(db, sql)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(repeats):
+        for _, sql in queries:
+            plan_once(db, sql)
+    profiler.disable()
+    db.close()
+    stats = pstats.Stats(profiler).stats
+    per_query = 1e3 / (repeats * len(queries))
+    total = sum(cumulative for (_, _, function), (_, _, _, cumulative, _) in stats.items()
+                if function == "plan_once")
+
+    def cumulative(match) -> float:
+        return sum(row[3] for key, row in stats.items() if match(*key))
+
+    def line(label: str, seconds: float) -> str:
+        return f"  {label:<38} {seconds * per_query:6.2f} ms  {100 * seconds / total:5.1f}%"
+
+    lines = [f"cProfile, {repeats} rounds over {len(queries)} queries: {total * per_query:.2f} ms a query under "
+             "the profiler; cumulative time by stage:"]
+    for stage in PROFILE_STAGES:   # a stage the tree does not have is left out
+        seconds = cumulative(lambda f, _, name, stage=stage: name == stage and "dpsql" in f and "sqlglot" not in f)
+        if seconds:
+            lines.append(line(stage, seconds))
+    lines.append("by what sqlglot does (inside the stages):")
+    for label, path, function in PROFILE_SQLGLOT:
+        lines.append(line(label, cumulative(lambda f, _, name, path=path, function=function:
+                                            name == function and f.endswith(path))))
+    lines.append("top 25 functions by cumulative time (ms a query, calls a query):")
+    top = sorted(stats.items(), key=lambda kv: -kv[1][3])[:25]
+    for (filename, number, function), (_, calls, _, seconds, _) in top:
+        short = "/".join(Path(filename).parts[-2:])
+        lines.append(f"  {seconds * per_query:6.2f}  {calls / (repeats * len(queries)):8.1f}  {short}:{number}({function})")
+    return "\n".join(lines)
+
+
+def planning_table(result: dict) -> str:
+    own = ", ".join(f"{name} {ms:.2f}" for name, ms in result["bench_query_ms"].items())
+    return (f"planning (db.explain) over {result['queries']} grammar/accept queries ({result['accepted']} accepted), "
+            f"median of {result['repeats']} rounds each (thread CPU time), tree {result['tree']}:\n"
+            f"  median {result['median_ms']:.2f} ms, p90 {result['p90_ms']:.2f} ms, mean {result['mean_ms']:.2f} ms, "
+            f"max {result['max_ms']:.2f} ms, total {result['total_ms']:.1f} ms\n"
+            f"  this benchmark's query (ms): {own}")
+
+
 def table(results: list[dict]) -> str:
     header = (f"{'case':<13} {'dpsql':>7} {'sql':>7} {'floor':>7} {'plain':>7} {'plan':>6}"
               f" {'dpsql/floor':>11} {'dpsql/plain':>11} {'sql/floor':>9} {'cpu d/f':>7} {'target':>6}  ok")
@@ -245,8 +391,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows in events (default 10M)")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds per case (default 5)")
     parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: DuckDB's)")
+    parser.add_argument("--planning", action="store_true",
+                        help="time planning alone (db.explain) over grammar/accept instead; --repeats rounds")
+    parser.add_argument("--profile", action="store_true", help="with --planning: add a cProfile, grouped")
     args = parser.parse_args(argv)
     before = load()
+    if args.planning:
+        result = planning(args.repeats)
+        print(f"{machine()}; {before} before, {load()} after")
+        print(planning_table(result))
+        if args.profile:
+            print(profile(args.repeats))
+        return 0
     results = run(args.rows, args.repeats, args.threads)
     print(f"{args.rows:,} rows, {args.repeats} repeats, {results[0]['threads']} threads; {machine()}")
     print(f"{before} before, {load()} after; wall-clock medians in seconds")

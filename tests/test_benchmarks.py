@@ -23,6 +23,13 @@ def test_the_core_benchmark_runs_at_10k_rows():
     assert results and all(r["dpsql_s"] > 0 and r["floor_s"] > 0 and r["dpsql_over_floor"] > 0 for r in results)
 
 
+def test_the_planning_benchmark_times_every_accepted_query():
+    result = load("bench_core").planning(repeats=1)
+    assert result["queries"] == len(result["per_query_ms"]) >= result["accepted"] > 0
+    assert 0 < result["median_ms"] <= result["p90_ms"] <= result["max_ms"]
+    assert set(result["bench_query_ms"]) == {"row", "user L=1 C=3", "user L=5 C=3"}
+
+
 def test_the_comparison_benchmark_runs_at_10k_rows(tmp_path):
     run, report = load("run"), load("report")
     queries = [run.BY_NAME[name] for name in ("count_sum_avg", "user_level", "private_keys")]

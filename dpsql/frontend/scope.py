@@ -84,11 +84,13 @@ class KeySpec:
 
 
 def unqualified(node: exp.Expression) -> exp.Expression:
-    return node.copy().transform(lambda n: exp.column(name_of(n)) if isinstance(n, exp.Column) else n)
+    """A copy of ``node`` with every column unqualified and lower-cased (``transform`` copies it once)."""
+    return node.transform(lambda n: exp.column(name_of(n)) if isinstance(n, exp.Column) else n)
 
 
 def argument_bounds(argument: exp.Expression, table) -> tuple[float, float] | None:
-    """The finite range of an aggregate's argument, by interval arithmetic over the columns' bounds."""
+    """The finite range of an aggregate's argument, by interval arithmetic over the columns' bounds
+    (columns are looked up by lower-cased name, qualified or not: the argument needs no copy)."""
     def column_bounds(name: str):
         col = table.columns.get(name)
         return (col.lower, col.upper) if col is not None and col.bounded else None
@@ -132,7 +134,7 @@ def is_key(node: exp.Expression, keys: list[KeySpec]) -> bool:
     candidates = [k for k in keys if type(k.expression) is type(node) and _at_most(node, 3 * _size(k.expression) + 3)]
     if not candidates:
         return False
-    text = unqualified(node).sql()
+    text = unqualified(node).sql(copy=False)   # our own copy: printing it needs no second one
     return any(k.expression.sql() == text for k in candidates)
 
 

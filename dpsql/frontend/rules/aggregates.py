@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 from dpsql.frontend.options import aggregate_bounds, number, query_options
 from dpsql.frontend.totality import BOOLEAN, NUMBER, family
-from dpsql.frontend.scope import AGGREGATES, BOUNDED_AGGREGATES, QUANTILES, Scope, argument_bounds, is_unit_count, name_of, unqualified
+from dpsql.frontend.scope import AGGREGATES, BOUNDED_AGGREGATES, QUANTILES, Scope, argument_bounds, is_unit_count, name_of
 
 
 def quantile_arguments(select: exp.Select, scope: Scope) -> None:
@@ -88,7 +88,7 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
             what = f"column {arg.name!r}" if isinstance(arg, exp.Column) else arg.sql()
             raise scope.refuse("DP302", f"{fname}: {what} is {'a ' + kind + ', ' if kind else ''}not a number", agg,
                                hint="aggregate a numeric column or expression")
-        if not (bounds.per_row or bounds.per_group or argument_bounds(unqualified(arg), scope.table)):
+        if not (bounds.per_row or bounds.per_group or argument_bounds(arg, scope.table)):
             what = f"column {arg.name!r} has no bounds in the policy" if isinstance(arg, exp.Column) else \
                 f"no finite bounds follow from the bounds of its columns for {arg.sql()}"
             raise scope.refuse("DP302", f"{fname}: {what}", agg,

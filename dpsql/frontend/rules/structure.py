@@ -53,8 +53,13 @@ def single_select(select: exp.Expression, scope: Scope) -> None:
 
 def allowed_nodes(select: exp.Select, scope: Scope) -> None:
     """Every node is on the allowlist (DP102 construct, DP103 function, DP204 join, DP303 aggregate)."""
+    aliases, casts = [], []   # gathered on the same walk, in its (find_all's) order
     for node in select.walk():
         if isinstance(node, ALLOWED_NODES):
+            if isinstance(node, exp.Alias):
+                aliases.append(node)
+            elif isinstance(node, (exp.Cast, exp.TryCast)):
+                casts.append(node)
             continue
         name = type(node).__name__
         if isinstance(node, exp.Join):
@@ -77,12 +82,12 @@ def allowed_nodes(select: exp.Select, scope: Scope) -> None:
             fname = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
             raise scope.refuse("DP103", f"function {fname.upper()} is not allowed", node)
         raise scope.refuse("DP102", f"{name} is not supported in the dpsql dialect", node)
-    for node in select.find_all(exp.Alias):
+    for node in aliases:
         if node.parent is not select:
             raise scope.refuse("DP102", "an alias (AS) is only allowed on a SELECT output", node)
         if not node.alias.strip():
             raise scope.refuse("DP102", "an output name cannot be empty", node)
-    for cast in select.find_all(exp.Cast, exp.TryCast):
+    for cast in casts:
         if not cast_allowed(cast):
             raise scope.refuse("DP102", f"CAST to {cast.to.sql(dialect='duckdb')} is not supported", cast)
 
