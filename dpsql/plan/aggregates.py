@@ -4,6 +4,7 @@ gets a confidence interval, and its explain line. Lowering keeps the matching ta
 (``lower/post.py`` ``OUTPUT_VALUES``); ``docs/architecture.md`` says how to add one."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -38,7 +39,7 @@ def centre(o: Output) -> tuple[float, float]:
     return (o.lower + o.upper) / 2, (o.upper - o.lower) / 2
 
 
-class Aggregate:
+class Aggregate(ABC):
     """The plan's view of one aggregate; subclasses override what differs."""
     kind: ClassVar[OutputKind]
     interval: ClassVar[bool] = False   # released with <name>_ci_low/_ci_high when ci is asked
@@ -48,8 +49,9 @@ class Aggregate:
         """DuckDB's own default name, so results read as they would from plain DuckDB."""
         return f"{self.kind}({column})"
 
+    @abstractmethod
     def needs(self, o: Output) -> list[Need]:
-        raise NotImplementedError
+        """The noisy quantities behind the output (each aggregate says its own)."""
 
     def explain(self, plan: Plan, o: Output, hidden: str) -> str:
         """The right-hand side of the output's explain line (``hidden``: a note for hidden outputs)."""
