@@ -7,6 +7,21 @@
 from __future__ import annotations
 
 
+EXIT_CODES = {"refused": 2, "setup": 3, "failed": 1}   # the CLI's exit codes; 0 is an answer
+_SETUP_CODES = ("DP403", "DP404", "DP405", "DP406")
+
+
+def error_kind(code: str) -> str:
+    """What an error code means for whoever runs dpsql: the one mapping from codes to exit codes.
+
+    >>> error_kind("DP304"), error_kind("DP402"), error_kind("DP502"), error_kind("DP405"), error_kind("DP900")
+    ('refused', 'refused', 'setup', 'setup', 'failed')
+    """
+    if code.startswith("DP5") or code in _SETUP_CODES:
+        return "setup"
+    return "failed" if code.startswith("DP9") else "refused"
+
+
 class DpsqlError(Exception):
     """Base class of every error dpsql raises on purpose.
 
@@ -36,6 +51,16 @@ class DpsqlError(Exception):
         self.end = end if end is not None else start
         self.rule: str | None = rule or type(self).default_rule   # the rule that refused
         super().__init__(f"[{self.code}] {message}")
+
+    @property
+    def kind(self) -> str:
+        """``refused`` (the query is not allowed, or over budget), ``setup`` (policy, database or
+        ledger: DP5xx, DP403-DP406) or ``failed`` (DP9xx); the CLI's exit code follows it."""
+        return error_kind(self.code)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.kind]
 
     @property
     def line(self) -> int | None:
@@ -95,24 +120,27 @@ class BudgetExceeded(DpsqlError):
     code = "DP402"
     default_rule = "budget_fits"
 
-    def __init__(self, requested, remaining, *, budget: str | None = None, **kw):
+    def __init__(self, requested, remaining, **kw):
         self.requested = requested
         self.remaining = remaining
-        # Which budget: None for a ledger's only one (the owner's), else "the total, ..." or "analyst 'x'".
-        self.budget = budget
-        which = "" if budget is None else f" of {budget}"
         self.difference = (requested[0] - remaining[0], requested[1] - remaining[1])
+        kw["hint"] = kw.get("hint") or _budget_hint(remaining)
         super().__init__(
             "DP402",
-            f"privacy budget{which} exceeded: requested epsilon={requested[0]:g}, delta={requested[1]:g}; "
+            f"privacy budget exceeded: requested epsilon={requested[0]:g}, delta={requested[1]:g}; "
             f"remaining epsilon={remaining[0]:g}, delta={remaining[1]:g}; "
             f"short by epsilon={max(self.difference[0], 0):g}, delta={max(self.difference[1], 0):g}",
             **kw)
 
 
-class AuthError(DpsqlError):
-    """An unknown or revoked analyst token or name (DP407); one message for both, never the token."""
-    code = "DP407"
+def _budget_hint(remaining) -> str:
+    """DP402 always says what to do next, whoever raises it."""
+    if remaining[0] <= 0:
+        return ("nothing was spent; the budget is used up: only an identical earlier query (replayed at no "
+                "cost) can still be answered; the data owner can raise the total budget")
+    return (f"nothing was spent; ask for at most the remaining budget (epsilon <= {remaining[0]:g}, "
+            f"delta <= {remaining[1]:g}), repeat an identical earlier query (replayed at no cost), "
+            "or ask the data owner to raise the total budget")
 
 
 class PolicyError(DpsqlError):

@@ -1,9 +1,13 @@
-"""A released answer, materialised once (``Result``)."""
+"""A released answer, materialised once (``Result``), with DuckDB's verbs for reading it."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterator
 
+import duckdb
+import numpy as np
 import pyarrow as pa
+
+from dpsql.api import advice, display
 
 if TYPE_CHECKING:
     from dpsql.plan.model import Plan
@@ -14,24 +18,90 @@ class Result:
     """A released answer, materialised once: reading it twice gives the same numbers.
 
     A lazy relation would re-run the query and redraw noise for free (an averaging attack), so
-    the rows are fetched exactly once, when the budget is charged.
+    the rows are fetched exactly once, when the budget is charged. The verbs are DuckDB's
+    (``fetchall``, ``fetchone``, ``df``, ``pl``, ``arrow``, ``show``, ``write_parquet``, ...); each
+    reads the same rows. ``print(res)`` shows a table; Jupyter shows it as HTML.
+
+    Example:
+        >>> res = db.sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex", ci=0.95)  # doctest: +SKIP
+        >>> res.show(); res.pl(); res.write_parquet("counts.parquet")  # doctest: +SKIP
     """
 
     def __init__(self, table: pa.Table, plan: Plan | PublicPlan, replayed: bool = False):
         self._table = table
         self.plan = plan
         self.replayed = replayed   # an identical query's earlier answer, returned at no cost
+        self._cursor = 0           # fetchone/fetchmany read on from here
+        self._warnings: list[str] | None = None
+
+    # --- shape ------------------------------------------------------------------------------------
 
     @property
     def columns(self) -> list[str]:
         return list(self._table.column_names)
 
-    def fetchall(self) -> list[tuple]:
-        columns = [c.to_pylist() for c in self._table.columns]
+    @property
+    def types(self) -> list[str]:
+        """DuckDB's name of each column's type (``BIGINT``, ``DOUBLE``, ``VARCHAR``, ...)."""
+        return [str(t) for t in self._relation().types]
+
+    dtypes = types
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self._table.num_rows, self._table.num_columns)
+
+    def __len__(self) -> int:
+        return self._table.num_rows
+
+    @property
+    def warnings(self) -> list[str]:
+        """What to know before trusting the numbers: noise larger than the answers, groups withheld by
+        partition selection (post-processing of the plan and the release: free, and about no one)."""
+        if self._warnings is None:
+            self._warnings = [] if not hasattr(self.plan, "outputs") else \
+                advice.result_warnings(self.plan, self._table)
+        return list(self._warnings)
+
+    # --- rows -------------------------------------------------------------------------------------
+
+    def _rows(self, start: int = 0, stop: int | None = None) -> list[tuple]:
+        part = self._table.slice(start, None if stop is None else max(stop - start, 0))
+        columns = [c.to_pylist() for c in part.columns]
         return list(zip(*columns)) if columns else []
+
+    def fetchall(self) -> list[tuple]:
+        """Every row not yet read by fetchone/fetchmany (all of them if neither was called); then the
+        cursor starts over, as a DuckDB relation's does, so a second fetchall gives every row again."""
+        rows = self._rows(self._cursor)
+        self._cursor = 0
+        return rows
+
+    def fetchone(self) -> tuple | None:
+        """The next row, or None after the last."""
+        rows = self.fetchmany(1)
+        return rows[0] if rows else None
+
+    def fetchmany(self, size: int = 1) -> list[tuple]:
+        """The next ``size`` rows (fewer at the end, none after it)."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"fetchmany size must be a non-negative integer, got {size!r}")
+        rows = self._rows(self._cursor, self._cursor + size)
+        self._cursor += len(rows)
+        return rows
+
+    def __iter__(self) -> Iterator[tuple]:
+        """Every row, from the first (the fetchone cursor is not moved)."""
+        return iter(self._rows())
+
+    # --- other libraries ---------------------------------------------------------------------------
 
     def arrow(self) -> pa.Table:
         return self._table
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """The Arrow PyCapsule stream: polars, DuckDB, pandas and others read the Result directly."""
+        return self._table.__arrow_c_stream__(requested_schema)
 
     def df(self):
         """The rows as a pandas DataFrame (needs pandas: ``pip install dpsql[pandas]``)."""
@@ -41,5 +111,49 @@ class Result:
             raise ImportError("Result.df() needs pandas: pip install 'dpsql[pandas]'") from None
         return self._table.to_pandas()
 
-    def __repr__(self) -> str:
-        return f"<dpsql.Result {len(self._table)} rows x {self._table.num_columns} columns: {self.columns}>"
+    def pl(self):
+        """The rows as a polars DataFrame (needs polars: ``pip install polars``)."""
+        try:
+            import polars
+        except ImportError:
+            raise ImportError("Result.pl() needs polars: pip install polars") from None
+        return polars.from_arrow(self._table)
+
+    def fetchnumpy(self) -> dict[str, np.ndarray]:
+        """Column name -> NumPy array, as DuckDB gives it (masked where a value is NULL)."""
+        out = {}
+        for name, column in zip(self.columns, self._table.columns):
+            values = column.to_numpy(zero_copy_only=False)
+            if column.null_count:
+                mask = column.is_null().to_numpy(zero_copy_only=False)
+                values = np.ma.masked_array(values, mask=mask)
+            out[name] = values
+        return out
+
+    # --- files and display -------------------------------------------------------------------------
+
+    def write_csv(self, file_name: str, **options: Any) -> None:
+        """Write the rows as CSV (DuckDB's writer and options: ``sep``, ``header``, ``na_rep``, ...)."""
+        self._relation().write_csv(str(file_name), **options)
+
+    def write_parquet(self, file_name: str, **options: Any) -> None:
+        """Write the rows as Parquet (DuckDB's writer and options: ``compression``, ...)."""
+        self._relation().write_parquet(str(file_name), **options)
+
+    def show(self, max_rows: int | None = 40) -> None:
+        """Print the table (the first and last rows past ``max_rows``; None prints every row)."""
+        print(display.box_table(self, max_rows))
+
+    def __str__(self) -> str:
+        return display.box_table(self)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return display.html_table(self)
+
+    def _relation(self) -> duckdb.DuckDBPyRelation:
+        """The released rows as a DuckDB relation of their own, on a private in-memory connection:
+        it reads nothing but these rows (never the database), so writing files from it is safe."""
+        con = duckdb.connect()
+        return con.from_arrow(self._table)

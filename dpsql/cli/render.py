@@ -1,14 +1,13 @@
-"""Renderers shared by the commands and the demo: result tables as text, CSV and JSON, and the budget."""
+"""Renderers shared by the commands and the demo: result tables as text, CSV, JSON, NDJSON and Markdown,
+and the budget. (Cells are read as in ``dpsql.api.display``, which the Python Result shares.)"""
 from __future__ import annotations
 
 import csv
-import datetime
-import decimal
 import io
 import json
-import math
-import uuid
 from typing import Any, Sequence
+
+from dpsql.api.display import format_cell, is_number_or_null, to_json_value
 
 
 def _amount(x: float) -> str:
@@ -45,40 +44,6 @@ def render_budget(state, exists: bool = True) -> str:
             (c.id, c.time, c.status, _amount(c.epsilon), _amount(c.delta), c.replays, c.sql, c.plan)
             for c in state.history]).rstrip().rsplit("\n", 1)[0])
     return "\n".join(out) + "\n"
-
-
-def to_json_value(value: Any) -> Any:
-    """Convert one result cell to a JSON value; numbers stay numbers.
-
-    >>> to_json_value(decimal.Decimal("2.50")), to_json_value(decimal.Decimal("3"))
-    (2.5, 3)
-    """
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, decimal.Decimal):
-        if not value.is_finite():
-            return None
-        return int(value) if value == value.to_integral_value() and value.as_tuple().exponent >= 0 \
-            else float(value)
-    if hasattr(value, "dtype") and hasattr(value, "item"):  # numpy scalars and 0-d arrays
-        return to_json_value(value.item())
-    if isinstance(value, (datetime.date, datetime.time, datetime.datetime)):
-        return value.isoformat()
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): to_json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json_value(v) for v in value]
-    return str(value)
 
 
 def _unique_keys(columns: Sequence[str]) -> list[str]:
@@ -118,24 +83,6 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
-def format_cell(value: Any) -> str:
-    """Human-readable text for one table cell: NULL, and floats rounded for reading."""
-    value = to_json_value(value)
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        if value == 0:
-            return "0"
-        if abs(value) >= 1e15:
-            return f"{value:.6g}"
-        return f"{value:.2f}" if abs(value) >= 1 else f"{value:.4g}"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value)
-    return str(value)
-
-
 def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """An aligned text table: numbers right-aligned, text left-aligned, then a row count.
 
@@ -148,7 +95,7 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """
     header = [str(c) for c in columns]
     cells = [[format_cell(v) for v in row] for row in rows]
-    numeric = [bool(rows) and all(_is_number_or_null(row[i]) for row in rows)
+    numeric = [bool(rows) and all(is_number_or_null(row[i]) for row in rows)
                for i in range(len(header))]
     widths = [max([len(header[i])] + [len(r[i]) for r in cells]) for i in range(len(header))]
 
@@ -163,6 +110,32 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _is_number_or_null(value: Any) -> bool:
-    value = to_json_value(value)
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+def render_ndjson(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """One JSON object per line (JSON Lines), keyed by output column name.
+
+    >>> print(render_ndjson(["sex", "n"], [("F", 10), ("M", None)]), end="")
+    {"sex": "F", "n": 10}
+    {"sex": "M", "n": null}
+    """
+    keys = _unique_keys(columns)
+    return "".join(json.dumps({k: to_json_value(v) for k, v in zip(keys, row)}, allow_nan=False) + "\n"
+                   for row in rows)
+
+
+def render_markdown(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured Markdown table: numbers right-aligned, ``|`` escaped.
+
+    >>> print(render_markdown(["sex", "n"], [("F", 10.5), ("M", 9)]), end="")
+    | sex | n |
+    | :-- | --: |
+    | F | 10.50 |
+    | M | 9 |
+    """
+    numeric = [bool(rows) and all(is_number_or_null(row[i]) for row in rows) for i in range(len(columns))]
+
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+    out = [line(columns), line(["--:" if n else ":--" for n in numeric])]
+    out += [line([format_cell(v) for v in row]) for row in rows]
+    return "\n".join(out) + "\n"

@@ -31,6 +31,7 @@ from dpsql.frontend.totality import type_family
 from dpsql.policy import Policy, TablePolicy
 from dpsql.frontend import semijoins
 from dpsql.frontend.relation import Instance, build, conjuncts, resolve as _resolve
+from dpsql.frontend.suggest import unknown_table
 
 def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=UnsupportedConstruct,
             rule: str = "joins_along_links"):
@@ -108,9 +109,8 @@ def _instances(select: exp.Select, sql: str, policy: Policy) -> dict[str, Instan
             raise _refuse("DP201", f"qualified table names are not allowed: {node.sql()}", node, sql, rule="one_private_table")
         name = node.name.lower()
         if name not in policy.tables:
-            known = ", ".join(sorted(policy.tables))
-            raise _refuse("DP201", f"table {node.name!r} is not a table of the policy", node, sql,
-                          hint=f"tables you may query: {known}", rule="one_private_table")
+            message, hint = unknown_table(node.name, policy)
+            raise _refuse("DP201", message, node, sql, hint=hint, rule="one_private_table")
         side = ""
         if join is not None:
             side = _join_side(join, sql)

@@ -36,6 +36,7 @@ from dpsql.frontend.parse import span
 from dpsql.frontend.rules.structure import SCALAR_NODES, cast_allowed
 from dpsql.frontend.scope import AGGREGATES, name_of
 from dpsql.frontend.totality import COMPARISONS
+from dpsql.frontend.suggest import unknown_table
 from dpsql.policy import Policy
 
 RULE = "public_tables_only"
@@ -169,9 +170,8 @@ def check_public(statement: exp.Expression, sql: str, policy: Policy) -> tuple[s
         if cte is None:
             name = name_of(table)
             if name not in policy.tables or not policy.tables[name].public:
-                public = ", ".join(sorted(policy.public_tables))
-                raise _refuse("DP201", f"table {table.name!r} is not a public table of the policy", original, sql,
-                              hint=f"a query over public tables only may read: {public}")
+                message, hint = unknown_table(table.name, policy, public_only=True)
+                raise _refuse("DP201", message, original, sql, hint=hint)
             tables.append(name)
         else:
             references.append((table, renamed[id(cte)]))

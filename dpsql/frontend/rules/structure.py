@@ -6,6 +6,7 @@ from sqlglot import exp
 from dpsql.frontend.totality import COMPARISONS
 from dpsql.errors import PrivacyViolation
 from dpsql.frontend.scope import AGGREGATES, Scope, columns_in, name_of, output_aliases
+from dpsql.frontend.suggest import unknown_column, unknown_table
 
 
 # Deterministic scalar functions and operators. Any error they could raise on some row (overflow,
@@ -113,9 +114,8 @@ def one_private_table(select: exp.Select, scope: Scope) -> None:
     if table.args.get("db") or table.args.get("catalog"):
         raise scope.refuse("DP201", f"qualified table names are not allowed: {table.sql()}", table)
     if name_of(table) not in scope.policy.tables:
-        known = ", ".join(sorted(scope.policy.tables))
-        raise scope.refuse("DP201", f"table {table.name!r} is not a table of the policy", table,
-                           hint=f"tables you may query: {known}")
+        message, hint = unknown_table(table.name, scope.policy)
+        raise scope.refuse("DP201", message, table, hint=hint)
 
 
 def known_columns(select: exp.Select, scope: Scope) -> None:
@@ -132,8 +132,8 @@ def known_columns(select: exp.Select, scope: Scope) -> None:
         if in_post and not col.table and name in aliases and name not in scope.table.columns:
             continue
         if name not in scope.table.columns:
-            raise scope.refuse("DP202", f"unknown column {col.name!r} in table {scope.table.name!r}", col,
-                               hint="only columns declared in the policy may be used")
+            message, hint = unknown_column(col.name, scope.table, scope.policy)
+            raise scope.refuse("DP202", message, col, hint=hint)
 
 
 def star_only_in_count(select: exp.Select, scope: Scope) -> None:

@@ -1,0 +1,110 @@
+"""Warnings that go with an answer: noise that dwarfs it, and groups that partition selection withheld.
+
+Each is computed from the plan (public: the policy and the query) and from the released rows (already
+public), never from the data, so a warning costs no budget and tells nothing new about anyone.
+
+The rules: (1) from the plan: a measurement's 95% noise exceeds the most 10^10 units (more people
+than live on Earth) could add to it, each at most its sensitivity, so no table answers above the
+noise; (2) from the release: every value of a count or sum lies within its 95% noise of 0; (3) an
+AVG's or a variance's interval covers its whole bounds in every row; (4) partition selection: only
+its rule when the candidate groups come from the data (their number is private), the number withheld
+when they come from the policy (candidates minus released rows is then public).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from dpsql.plan.kinds import OutputKind
+from dpsql.plan.text import CONFIDENCE
+
+if TYPE_CHECKING:
+    from dpsql.plan.model import Output, Plan
+
+# More people than live on Earth: no exact answer can exceed what this many units contribute at
+# most (each moves a measurement by at most its sensitivity), whatever the table holds.
+PLAUSIBLE_UNITS = 10 ** 10
+# Outputs that are one measurement, as released: their noise is comparable with their values.
+_DIRECT = (OutputKind.COUNT, OutputKind.COUNT_COL, OutputKind.UNITS, OutputKind.DISTINCT, OutputKind.SUM)
+# Outputs clamped into their bounds whatever the noise: only their interval shows how noisy they are.
+_BOUNDED = (OutputKind.AVG, OutputKind.VAR_POP, OutputKind.VAR_SAMP, OutputKind.STDDEV_POP, OutputKind.STDDEV_SAMP)
+_LEVEL = f"{int(CONFIDENCE * 100)}%"
+
+
+def plan_warnings(plan: Plan) -> list[str]:
+    """What the plan alone tells (explain shows it before anything is spent)."""
+    out = []
+    swamped = _swamped(plan)
+    if swamped:
+        named = ", ".join(f"{o.name} (+-{error:.3g})" for o, error in swamped)
+        out.append(f"epsilon {plan.epsilon:g} is so small that the noise dwarfs any plausible answer: the "
+                   f"{_LEVEL} noise of {named} exceeds what 10^10 people (more than live on Earth) could "
+                   "contribute at most; these answers are noise")
+    if plan.selection is not None and not _countable(plan):
+        # The candidate groups come from the data: how many there were, and so how many were dropped,
+        # is private. Only the rule is public.
+        out.append(f"groups with few people are suppressed: DP partition selection releases a group only if its "
+                   f"noisy count of people reaches {plan.selection.threshold}; how many were withheld is not "
+                   "released")
+    return out
+
+
+def result_warnings(plan: Plan, table: pa.Table) -> list[str]:
+    """What the plan and the released rows tell together (post-processing: free)."""
+    out = plan_warnings(plan)
+    swamped = {o.name for o, _ in _swamped(plan)}
+    visible = [o for o in plan.visible_outputs if o.name not in swamped and o.name in table.column_names]
+    noisy = [f"{o.name} (+-{plan.measurement(o.measurements[0]).error:.3g})" for o in visible
+             if o.kind in _DIRECT and len(o.measurements) == 1 and _within_noise(plan, o, table)]
+    if noisy:
+        out.append(f"the {_LEVEL} noise of {', '.join(noisy)} is at least as large as every value released: "
+                   "these answers cannot be told from 0; a larger epsilon (or coarser groups) gives clearer ones")
+    whole = [o.name for o in visible if o.kind in _BOUNDED and _interval_is_bounds(o, table)]
+    if whole:
+        out.append(f"the confidence interval of {', '.join(whole)} covers the whole of its bounds in every row: "
+                   "the noise dominates; a larger epsilon (or coarser groups) gives clearer answers")
+    dropped = _dropped(plan, table)
+    if dropped:
+        out.append(f"DP partition selection withheld {dropped} of {plan.partitions} possible groups: too few "
+                   f"people (a noisy count below {plan.selection.threshold})")
+    return out
+
+
+def _swamped(plan: Plan) -> list[tuple[Output, float]]:
+    """Outputs whose noise exceeds the largest total PLAUSIBLE_UNITS units could make."""
+    found = []
+    for o in plan.visible_outputs:
+        errors = [plan.measurement(name).error for name in o.measurements
+                  if plan.measurement(name).error > PLAUSIBLE_UNITS * plan.measurement(name).sensitivity
+                  * plan.measurement(name).granularity]
+        if errors:
+            found.append((o, max(errors)))
+    return found
+
+
+def _within_noise(plan: Plan, o: Output, table: pa.Table) -> bool:
+    error = plan.measurement(o.measurements[0]).error
+    values = [v for v in table.column(o.name).to_pylist() if v is not None]
+    return bool(values) and all(abs(v) <= error for v in values)
+
+
+def _interval_is_bounds(o: Output, table: pa.Table) -> bool:
+    low, high = f"{o.name}_ci_low", f"{o.name}_ci_high"
+    if low not in table.column_names or high not in table.column_names or o.lower is None:
+        return False
+    pairs = list(zip(table.column(low).to_pylist(), table.column(high).to_pylist()))
+    return bool(pairs) and all(lo is not None and hi is not None and lo <= o.lower and hi >= o.upper
+                               for lo, hi in pairs)
+
+
+def _dropped(plan: Plan, table: pa.Table) -> int:
+    """Candidate groups minus released ones, when the candidates are public (a domain from the policy):
+    then the count is a function of public facts and of the release. HAVING and LIMIT also remove
+    rows (on released values), so then no count is given."""
+    return max(plan.partitions - table.num_rows, 0) if _countable(plan) else 0
+
+
+def _countable(plan: Plan) -> bool:
+    return (plan.selection is not None and plan.partitions is not None and plan.having is None
+            and plan.limit is None and plan.offset is None)

@@ -1,0 +1,183 @@
+"""How a Result looks: cells as text, a box table like DuckDB's (``str``), an HTML table (Jupyter).
+
+Noisy columns are marked ``~`` in the type row, and a column's confidence interval, when asked for,
+is shown beside its value (``338 [329, 347]``) instead of as two more columns.
+"""
+from __future__ import annotations
+
+import datetime
+import decimal
+import html
+import json
+import math
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from dpsql.plan.kinds import OutputKind
+from dpsql.plan.public import PublicPlan
+
+if TYPE_CHECKING:
+    from dpsql.api.result import Result
+
+NOISY = "~"
+
+
+def to_json_value(value: Any) -> Any:
+    """Convert one result cell to a JSON value; numbers stay numbers.
+
+    >>> to_json_value(decimal.Decimal("2.50")), to_json_value(decimal.Decimal("3"))
+    (2.5, 3)
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            return None
+        return int(value) if value == value.to_integral_value() and value.as_tuple().exponent >= 0 \
+            else float(value)
+    if hasattr(value, "dtype") and hasattr(value, "item"):  # numpy scalars and 0-d arrays
+        return to_json_value(value.item())
+    if isinstance(value, (datetime.date, datetime.time, datetime.datetime)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json_value(v) for v in value]
+    return str(value)
+
+
+def format_cell(value: Any) -> str:
+    """Human-readable text for one table cell: NULL, and floats rounded for reading."""
+    value = to_json_value(value)
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) >= 1e15:
+            return f"{value:.6g}"
+        return f"{value:.2f}" if abs(value) >= 1 else f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def is_number_or_null(value: Any) -> bool:
+    value = to_json_value(value)
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One displayed column: its name, type (with the noisy mark) and cells, intervals merged in."""
+    name: str
+    type: str
+    cells: tuple[str, ...]
+    numeric: bool
+
+
+def shown_columns(result: Result, max_rows: int | None = None) -> tuple[list[Shown], int]:
+    """The columns to display and how many rows they hold (the first and last when over max_rows)."""
+    table, n = result.arrow(), len(result)
+    picked = list(range(n)) if max_rows is None or n <= max_rows else \
+        list(range(max_rows - max_rows // 2)) + list(range(n - max_rows // 2, n))
+    names, types = result.columns, result.types
+    noisy, merged = noisy_columns(result), set()
+    shown = []
+    for i, name in enumerate(names):
+        if name in merged:
+            continue
+        values = table.column(i).to_pylist()
+        cells = [format_cell(values[r]) for r in picked]
+        low, high = f"{name}_ci_low", f"{name}_ci_high"
+        if low in names and high in names:
+            lows, highs = table.column(low).to_pylist(), table.column(high).to_pylist()
+            cells = [f"{c} [{format_cell(lows[r])}, {format_cell(highs[r])}]" for c, r in zip(cells, picked)]
+            merged |= {low, high}
+        mark = f"{NOISY} " if name in noisy else ""
+        shown.append(Shown(name, mark + str(types[i]).lower(), tuple(cells),
+                           all(is_number_or_null(values[r]) for r in picked)))
+    return shown, len(picked)
+
+
+def noisy_columns(result: Result) -> set[str]:
+    """Released columns that carry noise: aggregates, and expressions over them."""
+    outputs = getattr(result.plan, "outputs", ())
+    slots = {f"o{i}" for i, o in enumerate(outputs) if o.kind.aggregate}
+    noisy = set()
+    for o in outputs:
+        over = o.expression is not None and any(c.name in slots for c in o.expression.find_all(exp.Column))
+        if o.kind.aggregate or (o.kind == OutputKind.EXPR and over):
+            noisy |= {o.name, f"{o.name}_ci_low", f"{o.name}_ci_high"}
+    return noisy
+
+
+def footer(result: Result, shown_rows: int) -> list[str]:
+    """The row count, what ``~`` and ``[low, high]`` mean, and the warnings."""
+    n, plan = len(result), result.plan
+    rows = f"{n} row{'' if n == 1 else 's'}" + (f" ({shown_rows} shown)" if shown_rows < n else "")
+    lines = [rows]
+    if noisy_columns(result):
+        lines.append(f"{NOISY} noisy: differentially private (epsilon {plan.epsilon:g}, delta {plan.delta:g})"
+                     + ("; replayed at no cost" if result.replayed else ""))
+    if getattr(plan, "confidence", None) is not None and any("_ci_low" in c for c in result.columns):
+        lines.append(f"[low, high]: {plan.confidence * 100:g}% confidence intervals")
+    if isinstance(plan, PublicPlan):
+        lines.append("exact: public tables only, no budget spent")
+    return lines + [f"warning: {w}" for w in result.warnings]
+
+
+def box_table(result: Result, max_rows: int | None = 40) -> str:
+    """DuckDB's box rendering: names, types, rows; then the footer."""
+    shown, count = shown_columns(result, max_rows)
+    if not shown:
+        return "\n".join(["(no columns)"] + footer(result, count))
+    widths = [max(len(c.name), len(c.type), *(len(v) for v in c.cells)) for c in shown]
+
+    def rule(left, mid, right):
+        return left + mid.join("─" * (w + 2) for w in widths) + right
+
+    def line(values, align):
+        return "│" + "│".join(f" {align(v, w, c)} " for v, w, c in zip(values, widths, shown)) + "│"
+
+    centre = lambda v, w, c: v.center(w)
+    cell = lambda v, w, c: v.rjust(w) if c.numeric else v.ljust(w)
+    out = [rule("┌", "┬", "┐"), line([c.name for c in shown], centre), line([c.type for c in shown], centre),
+           rule("├", "┼", "┤")]
+    rows = [line([c.cells[r] for c in shown], cell) for r in range(count)]
+    if count < len(result):
+        half = count - count // 2
+        rows.insert(half, line(["…"] * len(shown), centre))
+    out += rows + [rule("└", "┴", "┘")]
+    return "\n".join(out + footer(result, count))
+
+
+def html_table(result: Result, max_rows: int | None = 100) -> str:
+    """An HTML table for Jupyter: types under names, noisy columns marked, intervals beside values."""
+    shown, count = shown_columns(result, max_rows)
+    esc = html.escape
+    head = "".join(f"<th>{esc(c.name)}<br><small>{esc(c.type)}</small></th>" for c in shown)
+    body = "".join("<tr>" + "".join(
+        f"<td style=\"text-align: {'right' if c.numeric else 'left'}\">{esc(c.cells[r])}</td>" for c in shown)
+        + "</tr>" for r in range(count))
+    if count < len(result):
+        body += "<tr>" + "<td>…</td>" * len(shown) + "</tr>"
+    notes = "<br>".join(esc(line) for line in footer(result, count))
+    return (f"<table class=\"dpsql-result\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<small>{notes}</small>")
+
