@@ -120,14 +120,17 @@ class BudgetExceeded(DpsqlError):
     code = "DP402"
     default_rule = "budget_fits"
 
-    def __init__(self, requested, remaining, **kw):
+    def __init__(self, requested, remaining, *, budget: str | None = None, **kw):
         self.requested = requested
         self.remaining = remaining
+        # Which budget: None for a ledger's only one (the owner's), else "the total, ..." or "analyst 'x'".
+        self.budget = budget
+        which = "" if budget is None else f" of {budget}"
         self.difference = (requested[0] - remaining[0], requested[1] - remaining[1])
         kw["hint"] = kw.get("hint") or _budget_hint(remaining)
         super().__init__(
             "DP402",
-            f"privacy budget exceeded: requested epsilon={requested[0]:g}, delta={requested[1]:g}; "
+            f"privacy budget{which} exceeded: requested epsilon={requested[0]:g}, delta={requested[1]:g}; "
             f"remaining epsilon={remaining[0]:g}, delta={remaining[1]:g}; "
             f"short by epsilon={max(self.difference[0], 0):g}, delta={max(self.difference[1], 0):g}",
             **kw)
@@ -141,6 +144,11 @@ def _budget_hint(remaining) -> str:
     return (f"nothing was spent; ask for at most the remaining budget (epsilon <= {remaining[0]:g}, "
             f"delta <= {remaining[1]:g}), repeat an identical earlier query (replayed at no cost), "
             "or ask the data owner to raise the total budget")
+
+
+class AuthError(DpsqlError):
+    """An unknown or revoked analyst token or name (DP407); one message for both, never the token."""
+    code = "DP407"
 
 
 class PolicyError(DpsqlError):

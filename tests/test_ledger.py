@@ -476,6 +476,11 @@ CHILD = textwrap.dedent("""
             print("released", rows[0][1], flush=True)
 """)
 
+# Children import this working tree's dpsql (the script's own directory is first on their path, so an
+# installed copy, maybe older, would win otherwise).
+CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    filter(None, [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.environ.get("PYTHONPATH")]))}
+
 
 def _spawn(tmp_path, db_path, policy, ledger, mode):
     script = tmp_path / "child.py"
@@ -484,7 +489,7 @@ def _spawn(tmp_path, db_path, policy, ledger, mode):
     errors = open(tmp_path / f"child-{os.urandom(4).hex()}.err", "w")
     with errors:   # kept for diagnosis: a child that died on its own shows why here
         return subprocess.Popen([sys.executable, str(script), db_path, policy, ledger, str(tmp_path / "go"), mode],
-                                stdout=subprocess.PIPE, stderr=errors, text=True)
+                                stdout=subprocess.PIPE, stderr=errors, text=True, env=CHILD_ENV)
 
 
 def _child_errors(tmp_path):

@@ -99,11 +99,12 @@ BASIC = BasicComposition()
 COMPOSITIONS = {BASIC.name: BASIC}
 
 
-def check_fits(spent: Cost, want: Cost, total: Cost) -> None:
-    """Raise BudgetExceeded (exact requested, remaining and difference) unless spent + want fits."""
+def check_fits(spent: Cost, want: Cost, total: Cost, *, budget: str | None = None, hint: str = "") -> None:
+    """Raise BudgetExceeded (exact requested, remaining and difference; which ``budget``) unless
+    spent + want fits."""
     if not (spent + want).fits_within(total):
         remaining = total - spent
-        raise BudgetExceeded(want.as_tuple(), remaining)
+        raise BudgetExceeded(want.as_tuple(), remaining, budget=budget, hint=hint)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class Charge:
     status: str
     replays: int = 0
     composition: str = BASIC.name
+    analyst: str | None = None   # who charged it; None: the owner
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -138,6 +140,7 @@ class Budget:
     queries: int = 0
     history: tuple[Charge, ...] = ()
     ledger: str | None = None
+    analyst: str | None = None   # an analyst's own budget and history; None: the whole ledger
 
     @property
     def remaining_epsilon(self) -> float:
@@ -151,6 +154,7 @@ class Budget:
         """Plain data for JSON: total, spent, remaining, history."""
         return {
             "ledger": self.ledger,
+            "analyst": self.analyst,
             "total": {"epsilon": self.total_epsilon, "delta": self.total_delta},
             "spent": {"epsilon": self.spent_epsilon, "delta": self.spent_delta},
             "remaining": {"epsilon": self.remaining_epsilon, "delta": self.remaining_delta},

@@ -33,9 +33,13 @@ from decimal import Decimal, InvalidOperation
 
 import pyarrow as pa
 
+from dpsql.accounting import analysts as people
+from dpsql.accounting import policies
+from dpsql.accounting.analysts import Analyst
 from dpsql.accounting.budget import BASIC, COMPOSITIONS, Budget, Charge, Cost, check_fits
-from dpsql.accounting.identity import policy_document, policy_identity
+from dpsql.accounting.identity import policy_document
 from dpsql.accounting.store import MEMORY, LedgerError, Store, default_ledger_path, encode_answer, now
+from dpsql.errors import AuthError, InternalError
 from dpsql.policy import Policy
 
 
@@ -51,57 +55,73 @@ class Ticket:
 
 
 class Ledger:
-    """Persistent, crash-safe privacy budget records for one policy (see the module docstring).
+    """Persistent, crash-safe privacy budget records (see the module docstring).
 
     Thread-safe (one SQLite connection behind a lock) and process-safe (SQLite's write lock).
-    A missing ledger file is created on the first charge, not before: reading a budget or
-    explaining a query never creates files.
+    A missing ledger file is created on the first charge or the first analyst, not before: reading a
+    budget or explaining a query never creates files. Without ``policy`` the ledger's own newest
+    recorded policy is used (the file must exist).
     """
 
-    def __init__(self, path, policy: Policy, *, timeout: float | None = None):
-        self.identity = policy_identity(policy)
-        self.total = Cost.of(policy.budget_epsilon, policy.budget_delta)
+    def __init__(self, path, policy: Policy | None = None, *, timeout: float | None = None):
         self.composition = BASIC
         self._lock = threading.RLock()
-        self._store = Store(path, self.identity, policy_document(policy), self.total, timeout=timeout)
+        total = None if policy is None else Cost.of(policy.budget_epsilon, policy.budget_delta)
+        self._store = Store(path, None if policy is None else policy_document(policy), total, timeout=timeout)
         self.path = self._store.path
+
+    @property
+    def identity(self) -> str:
+        """SHA-256 of the policy in force here (its budget and every table's declarations): part of
+        every replay key, so an answer is replayed only under the policy it was computed under."""
+        assert self._store.identity is not None
+        return self._store.identity
+
+    @property
+    def total(self) -> Cost:
+        """The total budget in force: the newest policy recorded in the ledger (or this policy's)."""
+        with self._lock, self._store.errors("read"):
+            return self._store.total(self._store.existing())
 
     def cost(self, plan) -> Cost:
         return self.composition.cost(plan)
 
     def reserve(self, cost: Cost, *, sql: str, plan: str, replay_key: str | None = None,
-                data_version: str | None = None, fresh: bool = False) -> Ticket:
+                data_version: str | None = None, fresh: bool = False, analyst: str | None = None) -> Ticket:
         """Charge ``cost`` durably, or hand back an earlier identical answer, or refuse.
 
+        ``analyst`` (None: the owner) is charged against their own budget and the total, both checked
+        in one ``BEGIN IMMEDIATE`` transaction; replays come from their own earlier answers only.
+
         Raises:
-            BudgetExceeded (DP402): it does not fit; nothing is written.
+            BudgetExceeded (DP402): it does not fit (``.budget`` says which); nothing is written.
+            AuthError (DP407): the analyst is unknown or revoked; nothing is written.
             LedgerError (DP404-DP406): the ledger is foreign, locked or corrupt; nothing is spent.
         """
         with self._lock, self._store.errors("charge"):
             db = self._store.ensure()
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._store.transaction(db):
+                own = None if analyst is None else self._can_spend(db, analyst)
                 if replay_key is not None and not fresh:
-                    row = db.execute("SELECT id, answer FROM charges WHERE replay_key = ? AND "
+                    row = db.execute("SELECT id, answer FROM charges WHERE replay_key = ? AND analyst IS ? AND "
                                      "status = 'released' AND answer IS NOT NULL ORDER BY id DESC LIMIT 1",
-                                     [replay_key]).fetchone()
+                                     [replay_key, analyst]).fetchone()
                     if row is not None:
                         answer = self._store.decode_answer(row[1])
                         db.execute("UPDATE charges SET replays = replays + 1 WHERE id = ?", [row[0]])
-                        db.execute("COMMIT")
                         return Ticket(row[0], answer)
-                check_fits(self._spent(db), cost, self.total)
+                if own is not None:
+                    check_fits(self._spent(db, analyst), cost, own, budget=f"analyst {analyst!r}",
+                               hint="nothing was spent; ask for less, repeat an identical earlier query (free), "
+                                    "or ask the data owner for a top-up (dpsql analyst top-up)")
+                check_fits(self._spent(db), cost, self._store.total(db),
+                           budget=None if analyst is None else "the total (shared by every analyst)")
                 cursor = db.execute(
                     "INSERT INTO charges (time, sql, plan, epsilon, delta, composition, status, replay_key, "
-                    "data_version) VALUES (?, ?, ?, ?, ?, ?, 'reserved', ?, ?)",
+                    "data_version, analyst) VALUES (?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?)",
                     [now(), sql, plan, str(cost.epsilon), str(cost.delta), self.composition.name,
-                     replay_key, data_version])
-                db.execute("COMMIT")
+                     replay_key, data_version, analyst])
                 return Ticket(cursor.lastrowid)
-            finally:
-                if db.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        db.execute("ROLLBACK")
 
     def release(self, ticket: Ticket, answer: pa.Table | None) -> None:
         """Mark a charge released and keep its answer for replay (None: keep none; a query over public
@@ -116,29 +136,149 @@ class Ledger:
         """Mark a charge failed (it stays spent). If that fails too, it stays ``reserved``: spent."""
         self._finish(ticket, "failed", None)
 
-    def budget(self) -> Budget:
-        """Total, spent, remaining and the history, read in one snapshot."""
+    def budget(self, analyst: str | None = None) -> Budget:
+        """Total, spent, remaining and the history, read in one snapshot: the whole ledger's (None), or
+        one analyst's own budget and only their own charges.
+
+        Raises:
+            AuthError (DP407): no such analyst.
+        """
         with self._lock, self._store.errors("read"):
             db = self._store.existing()
-            rows = []
-            if db is not None:
-                db.execute("BEGIN")
+            if db is None:
+                if analyst is not None:
+                    raise _no_analyst(analyst)
+                return self._budget(self._store.total(None), [], None)
+            db.execute("BEGIN")
+            try:
+                total = self._store.total(db) if analyst is None else self._state(db, analyst)[0]
+                rows = db.execute(
+                    "SELECT id, time, sql, plan, epsilon, delta, status, replays, composition, analyst "
+                    f"FROM charges {'' if analyst is None else 'WHERE analyst = ?'} ORDER BY id",
+                    [] if analyst is None else [analyst]).fetchall()
+            finally:
+                db.execute("COMMIT")
+            return self._budget(total, rows, analyst)
+
+    def answer(self, charge_id: int, analyst: str | None = None) -> pa.Table | None:
+        """A released answer of ``analyst``'s own (None: the owner's), free; None for any other id,
+        whether it exists or not, and for a revoked analyst."""
+        if isinstance(charge_id, bool) or not isinstance(charge_id, int):
+            return None
+        with self._lock, self._store.errors("read"):
+            db = self._store.existing()
+            if db is None:
+                return None
+            if analyst is not None:
                 try:
-                    rows = db.execute(
-                        "SELECT id, time, sql, plan, epsilon, delta, status, replays, composition "
-                        "FROM charges ORDER BY id").fetchall()
-                finally:
-                    db.execute("COMMIT")
-            history = tuple(Charge(id=r[0], time=r[1], sql=r[2], plan=r[3], epsilon=float(self._amount(r[4])),
-                                   delta=float(self._amount(r[5])), status=r[6], replays=r[7],
-                                   composition=r[8]) for r in rows)
-            spent = self._compose((r[4], r[5], r[8]) for r in rows)
-            return Budget(float(self.total.epsilon), float(self.total.delta), float(spent.epsilon),
-                          float(spent.delta), len(history), history, self.path)
+                    if self._state(db, analyst)[1]:
+                        return None
+                except AuthError:
+                    return None
+            row = db.execute("SELECT answer FROM charges WHERE id = ? AND analyst IS ? AND status = 'released' "
+                             "AND answer IS NOT NULL", [charge_id, analyst]).fetchone()
+            return None if row is None else self._store.decode_answer(row[0])
+
+    # -- analysts (the owner's commands; see accounting/analysts.py) --
+
+    def add_analyst(self, name: str, epsilon: float, delta: float = 0.0) -> str:
+        """Add an analyst with a budget inside the total; returns their token, the only time it is shown.
+
+        Raises:
+            AnalystError (DP409): a bad or taken name, or more than the total; InvalidParameter (DP401).
+        """
+        name, budget = people.check_name(name), people.amount(epsilon, delta, positive=False)
+        with self._lock, self._store.errors("add an analyst to", "nothing was recorded"):
+            db = self._store.ensure()
+            with self._store.transaction(db):
+                return people.add(db, name, budget, self._store.total(db), now())
+
+    def top_up(self, name: str, epsilon: float, delta: float = 0.0) -> Analyst:
+        """Add to an analyst's budget (recorded); their budget stays within the total."""
+        more = people.amount(epsilon, delta, positive=True)
+        self._write(lambda db: people.top_up(db, people.check_name(name), more, self._store.total(db), now()))
+        return self._one(name)
+
+    def revoke_analyst(self, name: str) -> Analyst:
+        """Revoke an analyst (recorded): their token stops working and they spend nothing more."""
+        self._write(lambda db: people.revoke(db, people.check_name(name), now()))
+        return self._one(name)
+
+    def authenticate(self, token: str) -> str:
+        """The name of the analyst holding ``token``; AuthError (DP407) for an unknown or revoked one."""
+        with self._lock, self._store.errors("read"):
+            db = self._store.existing()
+            if db is None:
+                raise _no_analyst(None)
+            with self._corrupt_amounts():
+                return people.authenticate(db, token)
+
+    def analysts(self) -> list[Analyst]:
+        """Every analyst, with their budget, spent, remaining and whether revoked."""
+        with self._lock, self._store.errors("read"):
+            db = self._store.existing()
+            if db is None:
+                return []
+            spent_by: dict[str, tuple[Cost, int]] = {}
+            rows = db.execute("SELECT analyst, epsilon, delta, composition FROM charges "
+                              "WHERE analyst IS NOT NULL ORDER BY id").fetchall()
+            for name in {r[0] for r in rows}:
+                mine = [r[1:] for r in rows if r[0] == name]
+                spent_by[name] = (self._compose(mine), len(mine))
+            with self._corrupt_amounts():
+                return people.listing(db, spent_by)
+
+    def policy_history(self) -> list[policies.Recorded]:
+        """Every policy this ledger was used with, oldest first; the newest is in force."""
+        with self._lock, self._store.errors("read"):
+            db = self._store.existing()
+            if db is None:
+                return []
+            with self._corrupt_amounts():
+                return policies.history(db)
 
     def close(self) -> None:
         with self._lock:
             self._store.close()
+
+    # -- internals --
+
+    def _write(self, change) -> None:
+        with self._lock, self._store.errors("record an analyst change in", "nothing was recorded"):
+            db = self._store.existing()
+            if db is None:
+                raise _no_analyst(None)
+            with self._store.transaction(db), self._corrupt_amounts():
+                change(db)
+
+    def _one(self, name: str) -> Analyst:
+        return next(a for a in self.analysts() if a.name == name)
+
+    def _can_spend(self, db, analyst: str) -> Cost:
+        own, revoked = self._state(db, analyst)
+        if revoked:
+            raise AuthError("DP407", f"analyst {analyst!r} is revoked or unknown; nothing was spent",
+                            hint="ask the data owner for a token (dpsql analyst add)")
+        return own
+
+    def _state(self, db, analyst: str) -> tuple[Cost, bool]:
+        with self._corrupt_amounts():
+            return people.state(db, analyst)
+
+    @contextlib.contextmanager
+    def _corrupt_amounts(self):
+        try:
+            yield
+        except (ArithmeticError, ValueError, TypeError, KeyError, InternalError):
+            raise self._store.corrupt("a recorded amount or policy cannot be read") from None
+
+    def _budget(self, total: Cost, rows, analyst: str | None) -> Budget:
+        history = tuple(Charge(id=r[0], time=r[1], sql=r[2], plan=r[3], epsilon=float(self._amount(r[4])),
+                               delta=float(self._amount(r[5])), status=r[6], replays=r[7], composition=r[8],
+                               analyst=r[9]) for r in rows)
+        spent = self._compose((r[4], r[5], r[8]) for r in rows)
+        return Budget(float(total.epsilon), float(total.delta), float(spent.epsilon), float(spent.delta),
+                      len(history), history, self.path, analyst)
 
     def _finish(self, ticket: Ticket, status: str, answer: bytes | None) -> None:
         try:
@@ -150,8 +290,11 @@ class Ledger:
             warnings.warn(f"{err.message} (recorded as reserved: it counts as spent)", RuntimeWarning,
                           stacklevel=3)
 
-    def _spent(self, db: sqlite3.Connection) -> Cost:
-        return self._compose(db.execute("SELECT epsilon, delta, composition FROM charges"))
+    def _spent(self, db: sqlite3.Connection, analyst: str | None = None) -> Cost:
+        if analyst is None:
+            return self._compose(db.execute("SELECT epsilon, delta, composition FROM charges"))
+        return self._compose(db.execute("SELECT epsilon, delta, composition FROM charges WHERE analyst = ?",
+                                        [analyst]))
 
     def _compose(self, rows) -> Cost:
         costs = []
@@ -172,4 +315,10 @@ class Ledger:
         return value
 
 
-__all__ = ["Ledger", "LedgerError", "Ticket", "default_ledger_path", "MEMORY"]
+def _no_analyst(analyst: str | None) -> AuthError:
+    """No ledger file yet, so no analyst: the same refusal as an unknown one."""
+    shown = "unknown or revoked analyst token" if analyst is None else f"there is no analyst {analyst!r} in this ledger"
+    return AuthError("DP407", shown, hint="ask the data owner for a token (dpsql analyst add)")
+
+
+__all__ = ["Ledger", "LedgerError", "Ticket", "Analyst", "default_ledger_path", "MEMORY"]

@@ -23,48 +23,19 @@ import os
 import secrets
 import sqlite3
 import urllib.parse
+from decimal import Decimal
 
 import pyarrow as pa
 
+from dpsql.accounting import policies, schema
 from dpsql.accounting.budget import Cost
-from dpsql.accounting.identity import FORMAT, canonical, differences
+from dpsql.accounting.identity import canonical, differences
 from dpsql.errors import DpsqlError
 
 SUFFIX = ".dpsql-ledger.sqlite"
 MEMORY = ":memory:"
 BUSY_TIMEOUT = 5.0          # seconds to wait for another process's transaction before DP405
 
-SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE charges (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    time TEXT NOT NULL,
-    sql TEXT NOT NULL,
-    plan TEXT NOT NULL,
-    epsilon TEXT NOT NULL,
-    delta TEXT NOT NULL,
-    composition TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('reserved', 'released', 'failed')),
-    replay_key TEXT,
-    data_version TEXT,
-    answer BLOB,
-    released_at TEXT,
-    replays INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX charges_by_replay_key ON charges (replay_key, status);
-CREATE TRIGGER meta_is_fixed BEFORE UPDATE ON meta
-    BEGIN SELECT RAISE(ABORT, 'dpsql ledger: meta never changes'); END;
-CREATE TRIGGER meta_is_kept BEFORE DELETE ON meta
-    BEGIN SELECT RAISE(ABORT, 'dpsql ledger: meta never changes'); END;
-CREATE TRIGGER charges_are_kept BEFORE DELETE ON charges
-    BEGIN SELECT RAISE(ABORT, 'dpsql ledger: charges are never deleted'); END;
-CREATE TRIGGER charges_are_fixed
-    BEFORE UPDATE OF id, time, sql, plan, epsilon, delta, composition, replay_key, data_version ON charges
-    BEGIN SELECT RAISE(ABORT, 'dpsql ledger: a charge never changes'); END;
-CREATE TRIGGER status_moves_on_once BEFORE UPDATE OF status ON charges
-    WHEN OLD.status <> 'reserved' AND NEW.status <> OLD.status
-    BEGIN SELECT RAISE(ABORT, 'dpsql ledger: only a reserved charge changes status'); END;
-"""
 
 
 class LedgerError(DpsqlError):
@@ -132,24 +103,31 @@ def encode_answer(table: pa.Table) -> bytes:
 class Store:
     """One ledger file (or in-memory database), opened and checked lazily, created on first write.
 
-    Not locked itself: the Ledger's lock serialises every use of its one SQLite connection.
+    ``document`` is the caller's policy (accounting/identity.py ``policy_document``) and ``total`` its
+    budget; without them the store adopts the policy the ledger recorded last (and a missing file is
+    an error: there is nothing to create it from). Not locked itself: the Ledger's lock serialises
+    every use of its one SQLite connection.
     """
 
-    def __init__(self, path, identity: str, document: dict, total: Cost, *, timeout: float | None = None):
-        self.identity = identity
+    def __init__(self, path, document: dict | None, total: Cost | None, *, timeout: float | None = None):
         self._document = document
-        self.total = total
+        self._total = total
+        self.identity = None if document is None else policies.document_identity(document)
         self.timeout = BUSY_TIMEOUT if timeout is None else timeout
         self.memory = isinstance(path, str) and path == MEMORY
         self.path = MEMORY if self.memory else os.path.abspath(os.fspath(path))
         self._db: sqlite3.Connection | None = None
+        if self.memory and document is None:
+            raise LedgerError("DP403", "an in-memory budget ledger needs a policy", path=self.path)
         with self.errors("open"):
             if self.memory:
                 self._db = sqlite3.connect(MEMORY, isolation_level=None, check_same_thread=False)
-                self._db.executescript(SCHEMA)
-                self._write_meta(self._db)
+                self._build(self._db)
             elif os.path.lexists(self.path):
                 self._db = self._open_existing()
+            elif document is None:
+                raise LedgerError("DP406", f"there is no budget ledger at {self.path}", path=self.path,
+                                  hint="check the path; a new ledger is made from a policy (pass --policy)")
 
     def ensure(self) -> sqlite3.Connection:
         """The connection, creating the file if it does not exist yet (a charge is about to be written)."""
@@ -171,6 +149,28 @@ class Store:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    @property
+    def document(self) -> dict:
+        """The policy document in force for this store (the caller's, or the ledger's newest)."""
+        assert self._document is not None   # set by __init__ or by opening the file
+        return self._document
+
+    def total(self, db: sqlite3.Connection | None) -> Cost:
+        """The total budget in force: the newest recorded policy's (read inside the caller's transaction)."""
+        if db is None:
+            assert self._total is not None   # a missing file is only allowed with a policy
+            return self._total
+        return self.newest(db).total
+
+    def newest(self, db: sqlite3.Connection) -> policies.Recorded:
+        try:
+            found = policies.newest(db)
+        except (ValueError, ArithmeticError, TypeError, KeyError, DpsqlError):
+            raise self.corrupt("its policy history cannot be read") from None
+        if found is None:
+            raise self.corrupt("it records no policy")
+        return found
 
     def decode_answer(self, blob) -> pa.Table:
         try:
@@ -204,6 +204,18 @@ class Store:
             raise LedgerError("DP406", f"cannot {doing} budget ledger {self.path}: {e.strerror or e}; {note}",
                               path=self.path, hint=_IO_HINT) from None
 
+    @contextlib.contextmanager
+    def transaction(self, db: sqlite3.Connection):
+        """``BEGIN IMMEDIATE`` (SQLite's one writer) ... ``COMMIT``; rolled back on any error."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        finally:
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+
     # -- the file --
 
     def _connect(self, path: str, mode: str) -> sqlite3.Connection:
@@ -211,13 +223,14 @@ class Store:
         return sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None,
                                check_same_thread=False)
 
-    def _write_meta(self, db: sqlite3.Connection) -> None:
-        meta = {"format": FORMAT, "policy_identity": self.identity, "policy": canonical(self._document),
-                "total_epsilon": str(self.total.epsilon), "total_delta": str(self.total.delta),
-                "created": now()}
-        db.execute("BEGIN")
-        db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
-        db.execute("COMMIT")
+    def _build(self, db: sqlite3.Connection) -> None:
+        """A new ledger: the schema, its format, and the policy it starts with, in one transaction."""
+        with self.transaction(db):
+            schema.run(db, schema.SCHEMA_1 + schema.SCHEMA_2)
+            db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                           [("format", schema.FORMAT), ("created", now())])
+            policies.record(db, now(), "created", self.document, policies.binding(self.document),
+                            self.total(None), None)
 
     def _create(self) -> None:
         """Build a complete ledger under a temporary name, then link it into place atomically.
@@ -231,8 +244,7 @@ class Store:
             try:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=FULL")
-                db.executescript("BEGIN;" + SCHEMA + "COMMIT;")
-                self._write_meta(db)
+                self._build(db)
             finally:
                 db.close()   # checkpoints the WAL into the file
             _fsync(tmp)
@@ -247,7 +259,7 @@ class Store:
                     os.unlink(leftover)
 
     def _open_existing(self) -> sqlite3.Connection:
-        """Open and check a ledger file; nothing is written to a file that fails a check."""
+        """Open, check, upgrade (format 1) and adopt a ledger file; a file that fails a check is not written."""
         if os.path.isdir(self.path):
             raise LedgerError("DP406", f"budget ledger {self.path} is a directory, not a ledger file",
                               path=self.path, hint=_IO_HINT)
@@ -256,38 +268,85 @@ class Store:
             db.execute("PRAGMA synchronous=FULL")
             if db.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
                 raise self.corrupt("SQLite's integrity check failed")
-            try:
-                meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-                db.execute("SELECT id, time, sql, plan, epsilon, delta, composition, status, replay_key, "
-                           "data_version, answer, released_at, replays FROM charges LIMIT 0")
-            except sqlite3.OperationalError as e:
-                if "no such" not in str(e):
-                    raise
-                raise self.corrupt("it has no dpsql tables (an empty file, or another program's database)") \
-                    from None
-            if meta.get("format") != FORMAT:
-                raise self.corrupt(f"its format is {meta.get('format')!r}, expected {FORMAT!r}")
-            self._check_identity(meta)
+            meta = self._meta(db)
+            if meta.get("format") not in (schema.FORMAT, schema.FORMAT_1):
+                raise self.corrupt(f"its format is {meta.get('format')!r}, expected {schema.FORMAT!r}")
+            if meta.get("format") == schema.FORMAT_1:
+                self._check_before_upgrade(meta)
             if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 db.execute("PRAGMA journal_mode=WAL")
+            if meta.get("format") == schema.FORMAT_1:
+                self._upgrade(db)
+            self._columns(db)
+            self._adopt(db)
             return db
         except BaseException:
             db.close()
             raise
 
-    def _check_identity(self, meta: dict) -> None:
-        found = meta.get("policy_identity")
-        if found == self.identity:
-            return
+    def _meta(self, db: sqlite3.Connection) -> dict:
+        try:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            db.execute("SELECT id, time, sql, plan, epsilon, delta, composition, status, replay_key, "
+                       "data_version, answer, released_at, replays FROM charges LIMIT 0")
+            return meta
+        except sqlite3.OperationalError as e:
+            if "no such" not in str(e):
+                raise
+            raise self.corrupt("it has no dpsql tables (an empty file, or another program's database)") from None
+
+    def _columns(self, db: sqlite3.Connection) -> None:
+        try:
+            schema.check_columns(db)
+        except sqlite3.OperationalError as e:
+            if "no such" not in str(e):
+                raise
+            raise self.corrupt(f"its tables are not a {schema.FORMAT} ledger's ({e})") from None
+
+    def _upgrade(self, db: sqlite3.Connection) -> None:
+        """Format 1 to 2, in place, in one transaction: every row kept, the format 1 policy becomes the
+        first entry of the policy history. Of several processes upgrading at once, the first does it;
+        the others find it done (the format is re-read under the write lock)."""
+        with self.transaction(db):
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            if meta.get("format") != schema.FORMAT_1:
+                return
+            try:
+                document = json.loads(meta["policy"])
+                total = Cost(Decimal(meta["total_epsilon"]), Decimal(meta["total_delta"]))
+            except (KeyError, ValueError, ArithmeticError, DpsqlError):
+                raise self.corrupt("its format 1 policy record cannot be read") from None
+            schema.run(db, schema.SCHEMA_2)
+            schema.set_format(db, schema.FORMAT)
+            db.execute("INSERT INTO upgrades (time, from_format, to_format) VALUES (?, ?, ?)",
+                       [now(), schema.FORMAT_1, schema.FORMAT])
+            policies.record(db, meta.get("created", now()), "created", document, policies.binding(document),
+                            total, None)
+
+    def _check_before_upgrade(self, meta: dict) -> None:
+        """A format 1 ledger of an incompatible policy is refused before anything is written."""
         try:
             theirs = json.loads(meta.get("policy", "{}"))
         except ValueError:
-            theirs = {}
-        changed = tuple(differences(theirs, json.loads(canonical(self._document)))) or ("(unknown)",)
+            raise self.corrupt("its format 1 policy record cannot be read") from None
+        self._check_policy(theirs, meta.get("policy_identity"))
+
+    def _adopt(self, db: sqlite3.Connection) -> None:
+        """Take the policy in force from the ledger (no policy given), or check the caller's against it."""
+        found = self.newest(db)
+        if self._document is None:
+            self._document, self.identity = found.document, found.identity
+            return
+        self._check_policy(found.document, found.identity)
+
+    def _check_policy(self, theirs: dict, found: str | None) -> None:
+        if found == self.identity:
+            return
+        changed = tuple(differences(theirs, json.loads(canonical(self.document)))) or ("(unknown)",)
         shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
         raise LedgerError(
             "DP404", f"budget ledger {self.path} belongs to another policy (ledger policy {str(found)[:12]}, "
-                     f"this policy {self.identity[:12]}; they differ in: {shown}); nothing was spent",
+                     f"this policy {str(self.identity)[:12]}; they differ in: {shown}); nothing was spent",
             path=self.path, ledger_identity=found, policy_identity=self.identity, differences=changed,
             hint="use the policy this ledger was created with, or pass a new ledger path (a new ledger "
                  "starts a new budget: the data owner's decision)")

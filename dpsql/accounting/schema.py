@@ -1,0 +1,116 @@
+"""The ledger file's schema, its formats, and the in-place upgrade of format 1 ledgers.
+
+Format 1 (``dpsql-ledger/1``) held the policy in ``meta`` (immutable) and the charges. Format 2 adds,
+without changing a recorded row: ``charges.analyst`` (NULL: the owner), the analysts and their events
+(add, top-up, revoke), the policy history (every policy the ledger was used with, its binding and
+total budget) and a record of upgrades. A new ledger is made as a format 1 file upgraded in the same
+transaction, so new and upgraded ledgers have one schema, and every test exercises the upgrade.
+
+Every table is append-only (triggers): what changes over time is a new row, never an edit. The one
+edit is ``meta.format``, set once by the upgrade (the trigger is dropped and recreated in that
+transaction) so that an older dpsql, which knows nothing of analysts or policy changes, refuses an
+upgraded ledger instead of spending past an analyst's budget or an outdated total.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+FORMAT_1 = "dpsql-ledger/1"
+FORMAT = "dpsql-ledger/2"
+
+_KEPT = "BEGIN SELECT RAISE(ABORT, 'dpsql ledger: {what} never change'); END"
+
+SCHEMA_1 = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE charges (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time TEXT NOT NULL,
+    sql TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    epsilon TEXT NOT NULL,
+    delta TEXT NOT NULL,
+    composition TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('reserved', 'released', 'failed')),
+    replay_key TEXT,
+    data_version TEXT,
+    answer BLOB,
+    released_at TEXT,
+    replays INTEGER NOT NULL DEFAULT 0
+)""",
+    "CREATE INDEX charges_by_replay_key ON charges (replay_key, status)",
+    "CREATE TRIGGER meta_is_fixed BEFORE UPDATE ON meta BEGIN SELECT RAISE(ABORT, 'dpsql ledger: meta never changes'); END",
+    "CREATE TRIGGER meta_is_kept BEFORE DELETE ON meta BEGIN SELECT RAISE(ABORT, 'dpsql ledger: meta never changes'); END",
+    "CREATE TRIGGER charges_are_kept BEFORE DELETE ON charges "
+    "BEGIN SELECT RAISE(ABORT, 'dpsql ledger: charges are never deleted'); END",
+    "CREATE TRIGGER charges_are_fixed "
+    "BEFORE UPDATE OF id, time, sql, plan, epsilon, delta, composition, replay_key, data_version ON charges "
+    "BEGIN SELECT RAISE(ABORT, 'dpsql ledger: a charge never changes'); END",
+    "CREATE TRIGGER status_moves_on_once BEFORE UPDATE OF status ON charges "
+    "WHEN OLD.status <> 'reserved' AND NEW.status <> OLD.status "
+    "BEGIN SELECT RAISE(ABORT, 'dpsql ledger: only a reserved charge changes status'); END",
+)
+
+_APPEND_ONLY = ("analysts", "analyst_events", "policies", "upgrades")
+
+SCHEMA_2 = (
+    "ALTER TABLE charges ADD COLUMN analyst TEXT",   # NULL: the owner
+    "DROP TRIGGER charges_are_fixed",
+    "CREATE TRIGGER charges_are_fixed "
+    "BEFORE UPDATE OF id, time, sql, plan, epsilon, delta, composition, replay_key, data_version, analyst "
+    "ON charges BEGIN SELECT RAISE(ABORT, 'dpsql ledger: a charge never changes'); END",
+    "CREATE INDEX charges_by_analyst ON charges (analyst)",
+    # The token only as its SHA-256: the file never holds a usable token.
+    "CREATE TABLE analysts (name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, created TEXT NOT NULL)",
+    """CREATE TABLE analyst_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time TEXT NOT NULL,
+    analyst TEXT NOT NULL REFERENCES analysts (name),
+    kind TEXT NOT NULL CHECK (kind IN ('add', 'top-up', 'revoke')),
+    epsilon TEXT NOT NULL,
+    delta TEXT NOT NULL
+)""",
+    # Every policy the ledger was used with; the newest row is in force (its total budget, its binding).
+    """CREATE TABLE policies (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('created', 'changed', 'rebound')),
+    identity TEXT NOT NULL,
+    document TEXT NOT NULL,
+    binding TEXT NOT NULL,
+    total_epsilon TEXT NOT NULL,
+    total_delta TEXT NOT NULL,
+    changes TEXT NOT NULL
+)""",
+    "CREATE TABLE upgrades (id INTEGER PRIMARY KEY AUTOINCREMENT, time TEXT NOT NULL, "
+    "from_format TEXT NOT NULL, to_format TEXT NOT NULL)",
+    *(f"CREATE TRIGGER {t}_are_fixed BEFORE UPDATE ON {t} {_KEPT.format(what=t)}" for t in _APPEND_ONLY),
+    *(f"CREATE TRIGGER {t}_are_kept BEFORE DELETE ON {t} {_KEPT.format(what=t)}" for t in _APPEND_ONLY),
+)
+
+# The columns each table must have: a file without them is not a (readable) dpsql ledger.
+COLUMNS = {
+    "charges": "id, time, sql, plan, epsilon, delta, composition, status, replay_key, data_version, answer, "
+               "released_at, replays, analyst",
+    "analysts": "name, token_hash, created",
+    "analyst_events": "id, time, analyst, kind, epsilon, delta",
+    "policies": "id, time, kind, identity, document, binding, total_epsilon, total_delta, changes",
+}
+
+
+def run(db: sqlite3.Connection, statements) -> None:
+    """Run statements inside the caller's transaction (``executescript`` would commit it)."""
+    for statement in statements:
+        db.execute(statement)
+
+
+def set_format(db: sqlite3.Connection, fmt: str) -> None:
+    """The one edit of ``meta``: its format, when the file is upgraded (inside that transaction)."""
+    run(db, ("DROP TRIGGER meta_is_fixed",))
+    db.execute("UPDATE meta SET value = ? WHERE key = 'format'", [fmt])
+    run(db, (SCHEMA_1[3],))
+
+
+def check_columns(db: sqlite3.Connection) -> None:
+    """Raise sqlite3.OperationalError ("no such ...") unless every table has its columns."""
+    for table, columns in COLUMNS.items():
+        db.execute(f"SELECT {columns} FROM {table} LIMIT 0")
