@@ -12,6 +12,7 @@ tables (``privacy_unit: {via: ..., references: ...}``) are resolved in ``dpsql/p
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from dpsql.errors import PolicyError
 from dpsql.frontend.literals import parse_date, parse_timestamp
 from dpsql.plan.sensitivity import MAX_BOUND
 from dpsql.policy_graph import Declared, Link, invalid as _fail, parse_link, resolve_links
+from dpsql.policy_source import Source, parse_source, rebase_sources
 
 ROW = "row"
 
@@ -75,6 +77,7 @@ class TablePolicy:
     root_unit: str | None = None      # a linked table: its root's privacy unit column
     source: Any = None                # a joined relation (frontend/joins.py): the sqlglot SELECT it reads
     about: str | None = None          # a relation: how its rows were made and whose they are (explain)
+    data_source: Source | None = None  # `source:` the files dpsql reads into this table (policy_source.py)
 
     @property
     def row_level(self) -> bool:
@@ -283,12 +286,14 @@ def _unit(name: str, spec: Mapping, path: str) -> tuple[str, Link | None]:
 
 
 def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
-    spec = _mapping(spec, path, {"public", "privacy_unit", "max_groups_per_unit", "max_rows_per_unit", "columns"})
+    spec = _mapping(spec, path, {"public", "privacy_unit", "max_groups_per_unit", "max_rows_per_unit", "columns",
+                                 "source"})
     public = spec.get("public", False)
     if not isinstance(public, bool):
         raise _fail(f"{path}.public", "must be true or false")
+    origin = parse_source(spec["source"], f"{path}.source") if "source" in spec else None
     if public:
-        return _public_table(name, spec, path), None
+        return dataclasses.replace(_public_table(name, spec, path), data_source=origin), None
     unit, link = _unit(name, spec, path)
     L = _number(spec.get("max_groups_per_unit", 1), f"{path}.max_groups_per_unit", integer=True, positive=True)
     C = _number(spec.get("max_rows_per_unit", 1), f"{path}.max_rows_per_unit", integer=True, positive=True)
@@ -302,7 +307,8 @@ def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
     if unit != ROW:
         # The privacy unit (or the link towards it) always identifies a person, declared so or not.
         columns[unit] = ColumnPolicy(name=unit, identifier=True)
-    table = TablePolicy(name=name, privacy_unit=unit, max_groups_per_unit=L, max_rows_per_unit=C, columns=columns)
+    table = TablePolicy(name=name, privacy_unit=unit, max_groups_per_unit=L, max_rows_per_unit=C, columns=columns,
+                        data_source=origin)
     return table, link
 
 
@@ -364,5 +370,7 @@ def load_policy(source: str | Path | Mapping) -> Policy:
     default_eps = _number(raw.get("default_epsilon", min(1.0, total_eps)), "default_epsilon", positive=True)
     default_delta = _number(raw.get("default_delta", 0.0), "default_delta", nonnegative=True)
     tables = _tables(raw.get("tables"))
+    if not isinstance(source, Mapping):
+        tables = rebase_sources(tables, Path(source).parent)   # sources beside the policy file
     return Policy(budget_epsilon=total_eps, budget_delta=total_delta, default_epsilon=default_eps,
                   default_delta=default_delta, tables=tables, version=version)

@@ -8,12 +8,16 @@ database file is the (device, inode, size, mtime_ns) of the file and of its ``.w
 dpsql opened it read-only: DuckDB's file lock keeps writers out while dpsql holds it, and any write
 between sessions changes mtime (a copy or replace changes the inode). For a connection object the
 caller names it with ``connect(..., data_version="...")``; otherwise it is a random token, so
-answers are replayed only within that connection. A stale replay is never a privacy problem: it
+answers are replayed only within that connection. Files dpsql reads itself (a policy's ``source:``, a
+Parquet/CSV file as the database) add their identities (``file_data_version``), so a query is replayed
+only against the same files; a DataFrame has none (a per-connection token unless the owner names it).
+A stale replay is never a privacy problem: it
 repeats an answer already paid for.
 """
 from __future__ import annotations
 
 from enum import Enum
+from typing import Mapping, Sequence
 
 import hashlib
 import os
@@ -24,22 +28,56 @@ from dpsql.frontend.parse import DIALECT, parse
 from dpsql.plan.model import Plan
 
 
-def file_data_version(db_path) -> str:
-    """The version of a database file's data: (device, inode, size, mtime_ns) of it and its WAL."""
+SMALL_FILE = 64 << 20   # source files up to this size are known by their content (SHA-256 at ~1.5 GB/s)
+
+
+def file_data_version(db_path=None, sources: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The version of a database file's data, (device, inode, size, mtime_ns) of it and its WAL, and of
+    the source files dpsql read into its tables (``sources``: table -> files; ``_sources_version``)."""
     parts = []
-    for path in (os.fspath(db_path), os.fspath(db_path) + ".wal"):
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            parts.append("-")
-            continue
-        parts.append(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
-    return "file:" + "/".join(parts)
+    if db_path is not None:
+        stats = []
+        for path in (os.fspath(db_path), os.fspath(db_path) + ".wal"):
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                stats.append("-")
+                continue
+            stats.append(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+        parts.append("file:" + "/".join(stats))
+    if sources or db_path is None:
+        parts.append(_sources_version(sources or {}))
+    return "|".join(parts)
 
 
-def connection_data_version() -> str:
-    """A fresh token per connection object: no replay across connections whose data may differ."""
-    return "connection:" + secrets.token_hex(16)
+def connection_data_version(named: str | None = None, sources: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The owner's name for a connection's data, else a fresh token per connection (no replay across
+    connections whose data may differ); then the identities of the source files read into it."""
+    base = named if named is not None else "connection:" + secrets.token_hex(16)
+    return base + ("|" + _sources_version(sources) if sources else "")
+
+
+def _sources_version(sources: Mapping[str, Sequence[str]]) -> str:
+    """SHA-256 over each table's files: path and content hash for a small file (exact: a file rewritten
+    with the same bytes keeps its version; an edit that keeps size and mtime, as ``cp -p``, ``rsync -t``
+    or a coarse clock can, does not); (device, inode, size, mtime_ns) for a large one, as for a database
+    file (hashing gigabytes at every connect would cost seconds)."""
+    doc = {table: [_file_identity(f) for f in files] for table, files in sources.items()}
+    return "sources:" + hashlib.sha256(canonical(doc).encode()).hexdigest()
+
+
+def _file_identity(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return f"{path}=-"
+    if st.st_size > SMALL_FILE:
+        return f"{path}={st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return f"{path}=sha256:{digest.hexdigest()}"
 
 
 def normalise_sql(sql: str) -> tuple[str, tuple[str, ...]]:

@@ -208,45 +208,77 @@ class PrivateConnection:
         return self._ledger.budget()
 
 
-def connect(con_or_path, policy: str | Path | Mapping, ledger=None,
+def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger=None,
             rng: np.random.Generator | randomness.RandomSource | None = None, *,
             data_version: str | None = None) -> PrivateConnection:
-    """Open a differentially private connection over a DuckDB database.
+    """Open a differentially private connection over DuckDB, files or DataFrames.
 
     Args:
-        con_or_path: a ``duckdb`` connection (handed over: dpsql locks it down) or a database file path
-            (opened read-only).
+        con_or_path: where the data is (dpsql reads files and DataFrames itself, before the lock-down):
+            a DuckDB database file (opened read-only); a ``duckdb`` connection (handed over: dpsql locks
+            it down; its tables, views, TEMP tables and registered DataFrames); a Parquet or CSV file
+            (one table: the policy's table without a ``source:``, or the one named like the file); a
+            dict ``{"people": df, "visits": "visits.parquet"}`` of pandas/polars DataFrames, Arrow tables
+            or Parquet/CSV paths; one DataFrame (one table); or None (every table from its ``source:``).
         policy: the data owner's policy, a YAML path or a dict (see docs/architecture.md and README).
         ledger: the SQLite file that records every spend, across processes and crashes. Default for a
-            database path: ``<db file>.dpsql-ledger.sqlite`` beside it. A connection object has no
-            file, so it needs ``ledger=`` a path, or ``":memory:"`` (this connection only).
+            database or data file: ``<file>.dpsql-ledger.sqlite`` beside it. Other data has no file, so
+            it needs ``ledger=`` a path, or ``":memory:"`` (this connection only).
         rng: trusted callers only (tests): a seeded ``numpy.random.Generator``; default the OS CSPRNG.
-        data_version: names the data behind a connection object, so identical queries are replayed
-            across connections to the same data; default a per-connection token (a database path
-            derives it from the file).
+        data_version: names the data behind a connection object or DataFrames, so identical queries are
+            replayed across connections to the same data; default a per-connection token. Files (a
+            database, sources) are named by their identities (accounting/replay.py).
     Raises:
-        PolicyError: the policy is invalid or does not match the database.
-        LedgerError: no ledger for a connection object (DP403), or the ledger belongs to another
+        PolicyError: the policy is invalid or does not match the data (DP501, DP502), the database
+            cannot be opened or locked down (DP503), a source cannot be read (DP505).
+        LedgerError: no ledger for data without a file (DP403), or the ledger belongs to another
             policy (DP404), is locked (DP405) or is corrupt (DP406).
     Example:
         >>> db = dpsql.connect("people.duckdb", policy="policy.yaml")  # doctest: +SKIP
+        >>> db = dpsql.connect({"people": df}, policy="policy.yaml", ledger="budget.sqlite")  # doctest: +SKIP
     """
+    if policy is None:
+        raise InvalidParameter("DP401", "connect() needs policy=: the data owner's policy (a YAML path or a dict)")
     pol = load_policy(policy)
-    is_path = not isinstance(con_or_path, duckdb.DuckDBPyConnection)
-    if ledger is None and not is_path:
-        raise ledgers.LedgerError(
-            "DP403", "a DuckDB connection object has no database file to keep the budget ledger beside",
-            hint="pass ledger=\"budget.sqlite\" (persistent) or ledger=\":memory:\" (this connection only: "
-                 "the budget starts afresh with every connection)")
     if data_version is not None and not isinstance(data_version, str):
         raise InvalidParameter("DP401", f"data_version must be a string, got {data_version!r}")
-    book = ledgers.Ledger(ledgers.default_ledger_path(con_or_path) if ledger is None else ledger, pol)
-    engine = DuckDBEngine.open(con_or_path)
-    pol = engine.bind_policy(pol, f"__dpsql_keys_{secrets.token_hex(6)}")
-    engine.lock_down()
-    if is_path and data_version is None:
-        data_version = replay.file_data_version(con_or_path)   # read after the read-only open
-    return PrivateConnection(engine, pol, book, rng, data_version=data_version)
+    home = _ledger_home(con_or_path)
+    if ledger is None and home is None:
+        raise ledgers.LedgerError(
+            "DP403", f"{_what(con_or_path)} has no database file to keep the budget ledger beside",
+            hint="pass ledger=\"budget.sqlite\" (persistent) or ledger=\":memory:\" (this connection only: "
+                 "the budget starts afresh with every connection)")
+    engine = DuckDBEngine.open(con_or_path, pol)
+    try:
+        read = engine.read_sources(pol)   # before the lock-down: dpsql reads the files itself
+        stable = None if engine.opaque else replay.file_data_version(engine.path, read)   # after the read-only open
+        bound = engine.bind_policy(pol, f"__dpsql_keys_{secrets.token_hex(6)}", stable)
+        engine.lock_down()
+        if data_version is not None or stable is None:
+            stable = replay.connection_data_version(data_version, read)
+        engine.check_unchanged()   # the files are those the version names
+        # The ledger binds to the policy as written, not as bound to the schema.
+        book = ledgers.Ledger(ledgers.default_ledger_path(home) if ledger is None else ledger, pol)
+    except BaseException:
+        if not engine.handed_over:
+            engine.close()
+        raise
+    return PrivateConnection(engine, bound, book, rng, data_version=stable)
+
+
+def _ledger_home(con_or_path) -> str | None:
+    """The file a default ledger lives beside: a database or data file (not a glob), else None."""
+    if not isinstance(con_or_path, (str, Path)) or any(ch in str(con_or_path) for ch in "*?["):
+        return None
+    return str(con_or_path)
+
+
+def _what(con_or_path) -> str:
+    if isinstance(con_or_path, duckdb.DuckDBPyConnection):
+        return "a DuckDB connection object"
+    if con_or_path is None or isinstance(con_or_path, (str, Path)):
+        return "data read from sources or a glob"
+    return "in-memory data (DataFrames)"
 
 
 __all__ = ["connect", "PrivateConnection", "Result", "DpsqlError"]

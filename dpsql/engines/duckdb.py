@@ -1,19 +1,23 @@
-"""The DuckDB engine: a connection opened read-only (or handed over by the owner), locked down,
-with the policy bound to its catalog, the noise UDF registered, and one query run at a time."""
+"""The DuckDB engine: a connection opened read-only (or handed over by the owner, or made in memory for
+files and DataFrames), its sources read (engines/duckdb_sources.py), locked down, with the policy bound
+to its catalog, the noise UDF registered, and one query run at a time."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import duckdb
 import pyarrow as pa
 
 from dpsql.accounting.replay import file_data_version
-from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables
+from dpsql.engines import duckdb_sources as sources
+from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables, table_schema
 from dpsql.errors import PolicyError, UnsupportedConstruct
 from dpsql.policy import ColumnPolicy, Policy, TablePolicy
+from dpsql.policy_source import Source, format_of
 
 # DuckDB settings of the connection that runs analysts' queries. top_n_window_elimination makes the
 # per-unit `ROW_NUMBER() <= L` filter 1.6-3x slower and 2x hungrier (measured at 10M rows).
@@ -31,16 +35,34 @@ class DuckDBEngine:
 
     dialect = "duckdb"
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None):
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None, *, handed_over: bool = False,
+                 data: Mapping[str, Any] | None = None):
         self.con = con
         self.path = path                   # the database file opened read-only, if any
         self.run_lock = threading.Lock()   # one DuckDB connection runs one query at a time
+        self.handed_over = handed_over     # the owner's connection: its own tables have no identity dpsql knows
+        self.data = dict(data or {})       # table -> Source or DataFrame given to connect, read by read_sources
+        self.opaque = handed_over          # some table's data has no identity (file_data_version cannot name it)
+        self._stats: dict = {}             # source files' stats before they were read
+        self._tables: tuple[str, ...] = ()
 
     @classmethod
-    def open(cls, con_or_path) -> "DuckDBEngine":
-        """A connection object as handed over, or a database file opened read-only (DP503)."""
+    def open(cls, con_or_path, policy: Policy | None = None) -> "DuckDBEngine":
+        """A connection object as handed over; None (every table from its source), a dict of tables,
+        a DataFrame or a Parquet/CSV file (one table): a new in-memory connection; else a database
+        file opened read-only (DP503)."""
         if isinstance(con_or_path, duckdb.DuckDBPyConnection):
-            return cls(con_or_path)
+            return cls(con_or_path, handed_over=True)
+        if con_or_path is None:
+            return cls(duckdb.connect())
+        if isinstance(con_or_path, Mapping):
+            return cls(duckdb.connect(), data=sources.given_tables(con_or_path, policy))
+        if not isinstance(con_or_path, (str, os.PathLike)):
+            return cls(duckdb.connect(), data={sources.one_table(policy, None): con_or_path})
+        fmt = format_of(os.fspath(con_or_path))
+        if fmt is not None:
+            table = sources.one_table(policy, sources.stem_of(os.fspath(con_or_path)))
+            return cls(duckdb.connect(), data={table: Source(path=os.fspath(con_or_path), format=fmt)})
         path = Path(con_or_path)
         if not path.exists():
             raise PolicyError("DP503", f"database file {str(path)!r} does not exist")
@@ -49,13 +71,53 @@ class DuckDBEngine:
         except duckdb.Error as e:
             raise PolicyError("DP503", f"cannot open database {str(path)!r}: {e}") from None
 
+    def read_sources(self, policy: Policy) -> dict[str, tuple[str, ...]]:
+        """Copy every table the policy gives a ``source:``, or ``open`` was given, into a TEMP table,
+        before the lock-down; return the files read, per table (for the data version).
+
+        Raises:
+            PolicyError: DP505 a source cannot be read; DP502 a table has two sources, or none.
+        """
+        read: dict[str, tuple[str, ...]] = {}
+        for name, table in policy.tables.items():
+            given = self.data.get(name)
+            if table.data_source is not None and given is not None:
+                raise PolicyError("DP502", f"table {name!r} has a source in the policy "
+                                           f"({table.data_source.describe()}) and was also given to connect()")
+            origin = table.data_source if table.data_source is not None else given
+            if origin is None:
+                if not self.handed_over and self.path is None:
+                    raise PolicyError("DP502", f"table {name!r} (tables.{name}) has no data: the policy gives it "
+                                               "no source: and connect() was not given it")
+                continue
+            if table_schema(self.con, name):
+                raise PolicyError("DP502", f"table {name!r} has a source, but the database holds a table {name!r} "
+                                           "too", hint="remove the source: from the policy, or rename the table")
+            if isinstance(origin, Source):
+                read[name] = sources.source_files(self.con, name, origin)
+                self._stats.update(sources.file_stats(read[name]))
+                sources.read_source(self.con, name, origin, read[name])
+            else:
+                sources.read_object(self.con, name, origin)
+                self.opaque = True   # a DataFrame has no identity: replays stay within the connection
+        return read
+
+    def check_unchanged(self) -> None:
+        """The source files are as they were before dpsql read them (and computed their version)."""
+        for f, before in self._stats.items():
+            if sources.file_stats([f])[f] != before:
+                raise PolicyError("DP505", f"the source file {f!r} changed while dpsql read it",
+                                  hint="nothing was spent; connect again once it is written")
+
     def bind_policy(self, policy: Policy, prefix: str, data_version: str | None = None) -> Policy:
         """The policy bound to the catalog (DP502), its referenced keys unique in the data (DP504;
         checked once per data version: the caller's, else a database file's own, else every time)."""
         if data_version is None and self.path is not None:
             data_version = file_data_version(self.path)   # read after the read-only open
+        self._tables = tuple(policy.tables)
+        origins = {name: t.data_source or self.data.get(name) for name, t in policy.tables.items()}
         try:
-            bound = bind_schema(policy, self.con)
+            bound = bind_schema(policy, self.con, {n: _describe(o) for n, o in origins.items() if o is not None})
             check_referenced_keys(bound, self.con, data_version)
             return key_tables(bound, self.con, prefix)
         except duckdb.Error as e:
@@ -89,6 +151,20 @@ class DuckDBEngine:
                 self.con.execute(f"SET {name} = {literal}")
             except duckdb.Error as e:
                 raise PolicyError("DP503", f"cannot lock down the DuckDB connection ({name}): {e}") from None
+        for table in self._tables:
+            self._check_readable(table)
+
+    def _check_readable(self, table: str) -> None:
+        """A table the lock-down left unreadable (a view over files) is a set-up error now, not a DP311
+        on every query."""
+        try:
+            self.con.execute(f"SELECT * FROM {sources.quoted(table)} LIMIT 0")
+        except duckdb.Error as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise PolicyError("DP503", f"table {table!r} cannot be read once the connection is locked down: {first}",
+                              hint=f"a view that reads files cannot run without file access: declare the file in "
+                                   f"the policy (tables.{table}.source: data.parquet), pass it to dpsql.connect("
+                                   f"{{{table!r}: 'data.parquet'}}, ...), or CREATE TABLE {table} AS ...") from None
 
     def register_noise(self, name: str, function: Callable[..., pa.Array]) -> None:
         # Registered after the lock-down: functions are not settings. side_effects: never folded or cached.
@@ -112,3 +188,7 @@ class DuckDBEngine:
 
     def close(self) -> None:
         self.con.close()
+
+
+def _describe(origin) -> str:
+    return origin.describe() if isinstance(origin, Source) else f"a {type(origin).__name__}"

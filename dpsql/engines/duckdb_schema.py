@@ -38,21 +38,28 @@ def _fail(message: str) -> PolicyError:
     return PolicyError("DP502", f"policy does not match the database: {message}")
 
 
+# Where an unqualified name resolves: the connection's TEMP catalog first (TEMP tables, registered
+# DataFrames, dpsql's copies of sources), then the database's current schema.
+_CATALOGS = ("((database_name = 'temp' AND schema_name = 'main') OR "
+             "(database_name = current_database() AND schema_name = current_schema()))")
+
+
 def table_schema(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
-    """Column name (lower-cased) -> DuckDB type of a table in the main schema."""
+    """Column name (lower-cased) -> DuckDB type of a table or view, as an unqualified name finds it."""
     rows = con.execute(
-        "SELECT column_name, data_type FROM duckdb_columns() "
-        "WHERE schema_name = current_schema() AND database_name = current_database() AND lower(table_name) = ?",
-        [table]).fetchall()
-    return {name.lower(): dtype for name, dtype in rows}
+        f"SELECT database_name = 'temp', column_name, data_type FROM duckdb_columns() WHERE {_CATALOGS} "
+        "AND lower(table_name) = ? ORDER BY 1 DESC, column_index", [table]).fetchall()
+    first = rows[0][0] if rows else None
+    return {name.lower(): dtype for temp, name, dtype in rows if temp == first}
 
 
-def _bind_table(table: TablePolicy, schema: dict[str, str], con) -> TablePolicy:
+def _bind_table(table: TablePolicy, schema: dict[str, str], con, origin: str = "") -> TablePolicy:
     columns = {}
     for name, col in table.columns.items():
         path = f"tables.{table.name}.columns.{name}"
         if name not in schema:
-            raise _fail(f"{path}: column {name!r} does not exist in table {table.name!r}")
+            raise _fail(f"{path}: column {name!r} does not exist in table {table.name!r}{origin} "
+                        f"(its columns: {', '.join(schema)})")
         sql_type = schema[name]
         if col.bounded and not is_numeric(sql_type):
             dated = " (a DATE or TIMESTAMP column takes dates: lower: 1992-01-01)" if temporal_type(sql_type) else ""
@@ -68,7 +75,7 @@ def _bind_table(table: TablePolicy, schema: dict[str, str], con) -> TablePolicy:
                 raise _fail(f"{path}.keys: keys collide after conversion to {sql_type}")
         columns[name] = dataclasses.replace(col, sql_type=sql_type, keys=keys)
     if not table.row_level and table.privacy_unit not in schema:
-        raise _fail(f"tables.{table.name}.privacy_unit: column {table.privacy_unit!r} does not exist")
+        raise _fail(f"tables.{table.name}.privacy_unit: column {table.privacy_unit!r} does not exist{origin}")
     if table.public:
         # Every column of a public table is readable: the undeclared ones too, with their types.
         for name, sql_type in schema.items():
@@ -106,8 +113,9 @@ def _bind_link(link: Link, schemas: dict[str, dict[str, str]]) -> None:
                     "(both numeric, both text, or the same type)")
 
 
-def bind_schema(policy: Policy, con: duckdb.DuckDBPyConnection) -> Policy:
-    """Return the policy with SQL types filled in and keys converted to the column types.
+def bind_schema(policy: Policy, con: duckdb.DuckDBPyConnection, origins: dict[str, str] | None = None) -> Policy:
+    """Return the policy with SQL types filled in and keys converted to the column types (``origins``:
+    where a table's rows were read from, named in the errors).
 
     Raises:
         PolicyError (DP502): a table or column is missing, bounds on a non-numeric column, bad keys,
@@ -120,7 +128,8 @@ def bind_schema(policy: Policy, con: duckdb.DuckDBPyConnection) -> Policy:
             raise _fail(f"table {name!r} (tables.{name}) does not exist")
     for link in policy.links:
         _bind_link(link, schemas)
-    tables = {name: _bind_table(t, schemas[name], con) for name, t in policy.tables.items()}
+    origins = {name: f" (read from {origin})" for name, origin in (origins or {}).items()}
+    tables = {name: _bind_table(t, schemas[name], con, origins.get(name, "")) for name, t in policy.tables.items()}
     return dataclasses.replace(policy, tables=tables)
 
 
@@ -135,12 +144,15 @@ def _quoted(name: str) -> str:
 
 
 def declared_unique(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
-    """Does DuckDB itself enforce the column unique (a PRIMARY KEY or UNIQUE constraint on it alone)?"""
+    """Does DuckDB itself enforce the column unique (a PRIMARY KEY or UNIQUE constraint on it alone)?
+    Read from the table the name resolves to (a TEMP table shadows the database's)."""
     rows = con.execute(
-        "SELECT 1 FROM duckdb_constraints() WHERE schema_name = current_schema() AND database_name = "
-        "current_database() AND lower(table_name) = ? AND constraint_type IN ('PRIMARY KEY', 'UNIQUE') "
-        "AND len(constraint_column_names) = 1 AND lower(constraint_column_names[1]) = ?", [table, column]).fetchall()
-    return bool(rows)
+        f"SELECT database_name = 'temp', constraint_type IN ('PRIMARY KEY', 'UNIQUE') AND len(constraint_column_names) = 1 "
+        f"AND lower(constraint_column_names[1]) = ? FROM duckdb_constraints() WHERE {_CATALOGS} "
+        "AND lower(table_name) = ?", [column, table]).fetchall()
+    temp = bool(con.execute("SELECT 1 FROM duckdb_columns() WHERE database_name = 'temp' AND schema_name = 'main' "
+                            "AND lower(table_name) = ? LIMIT 1", [table]).fetchall())
+    return any(unique for in_temp, unique in rows if in_temp == temp)
 
 
 def repeats_a_value(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
