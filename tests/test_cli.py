@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import dpsql
 from dpsql.cli import commands as cli
+from dpsql.cli.render import render_json
 from dpsql.errors import DpsqlError, PrivacyViolation
 
 POLICY = {
@@ -143,7 +144,8 @@ def test_explain_needs_no_ledger_even_when_the_default_one_is_unusable(runner, f
         ledger.write_bytes(b"not a ledger" * 100)
     before = ledger.read_bytes()
     refused = invoke(runner, "query", COUNT_BY_SEX, *files)
-    assert refused.exit_code == 2 and ("error[DP404]" if kind == "foreign" else "error[DP406]") in refused.stderr
+    # A set-up error (the ledger): exit 3.
+    assert refused.exit_code == 3 and ("error[DP404]" if kind == "foreign" else "error[DP406]") in refused.stderr
     for extra in ([], ["--ledger", str(ledger)]):
         result = invoke(runner, "explain", COUNT_BY_SEX, *files, *extra)
         assert result.exit_code == 0, result.stderr
@@ -204,7 +206,7 @@ def test_policy_that_does_not_match_the_database_is_refused(runner, files, tmp_p
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(bad))
     result = invoke(runner, "query", COUNT_BY_SEX, files[0], files[1], "--policy", str(path))
-    assert result.exit_code == 2
+    assert result.exit_code == 3   # a set-up error, not a refusal of the query
     assert "error[DP5" in result.stderr and result.stdout == ""
 
 
@@ -212,7 +214,7 @@ def test_unparseable_policy_is_a_clean_error(runner, files, tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("tables: [unclosed\n")
     result = invoke(runner, "query", COUNT_BY_SEX, files[0], files[1], "--policy", str(path))
-    assert result.exit_code in (1, 2)
+    assert result.exit_code == 3 and "error[DP501]" in result.stderr
     assert result.stdout == ""
     assert "Traceback" not in result.stderr and result.stderr.strip()
 
@@ -342,7 +344,7 @@ def test_table_is_aligned(runner, files, fake):
 
 
 def test_json_repeated_column_names_do_not_overwrite():
-    assert json.loads(cli.render_json(["n", "n", "n_2"], [(1, 2, 3)])) == [{"n": 1, "n_2": 2, "n_2_2": 3}]
+    assert json.loads(render_json(["n", "n", "n_2"], [(1, 2, 3)])) == [{"n": 1, "n_2": 2, "n_2_2": 3}]
 
 
 def test_dpsql_error_from_fake_is_formatted(runner, files, monkeypatch):

@@ -1,9 +1,10 @@
 """The ``dpsql`` command line: thin click wrappers over :func:`dpsql.connect`.
 
 Every command calls the library and turns its errors into clean messages; nothing here makes a
-privacy decision. Exit codes: 0 answered, 2 refused by dpsql (``DpsqlError``, rendered
-with ``err.format()`` on stderr and nothing on stdout), 1 any other failure, including command-line
-usage errors, so that 2 always means "dpsql refused".
+privacy decision. Exit codes (``DpsqlError.exit_code``, mapped in ``dpsql/errors.py``): 0 answered,
+2 refused by dpsql (the query is not allowed, or over budget), 3 a set-up error (policy, database,
+ledger: DP5xx, DP403-DP406), 1 any other failure, including command-line usage errors; a DpsqlError
+is rendered with ``err.format()`` on stderr and nothing on stdout.
 
 Example:
     $ dpsql query "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex" \\
@@ -12,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -23,13 +25,16 @@ import dpsql
 from dpsql.accounting.ledger import MEMORY, Ledger, default_ledger_path
 from dpsql.cli import demo as demo_module
 from dpsql.errors import DpsqlError
-from dpsql.cli.render import render_budget, render_csv, render_json, render_table
+from dpsql.cli import config
+from dpsql.cli.output import FORMATS, output_format, render, write
+from dpsql.cli.progress import spinner
+from dpsql.cli.render import render_budget
+from dpsql.api.advice import plan_warnings
+from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
 from dpsql.policy import load_policy
 
 EXIT_FAILED = 1
-EXIT_REFUSED = 2
-FORMATS = ("table", "csv", "json")
 
 
 class _Command(click.Command):
@@ -74,7 +79,7 @@ def _reporting_errors(*, show_details: bool = True) -> Iterator[None]:
         yield
     except DpsqlError as err:
         click.echo(err.format(), err=True)
-        raise SystemExit(EXIT_REFUSED) from None
+        raise SystemExit(err.exit_code) from None
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
     except Exception as err:  # noqa: BLE001 - the CLI's job is a clean message, not a traceback
@@ -96,30 +101,54 @@ def _one_line(err: BaseException) -> str:
 # --- shared options ------------------------------------------------------------------------------
 
 def connection_options(func):
-    """The options every query-like command shares: database, policy, epsilon, delta."""
+    """The options every query-like command shares: SQL (the argument, - for stdin, or -f FILE),
+    database, policy, epsilon, delta. The command gets the SQL text, and the database, policy and
+    ledger filled from the environment or a dpsql.toml when not given (cli/config.py)."""
     options = [
-        click.argument("sql"),
-        click.option("--db", "db_path", required=True, metavar="FILE.duckdb",
+        click.argument("sql", required=False),
+        click.option("-f", "--file", "sql_file", type=click.File("r"), default=None, metavar="FILE",
+                     help="Read the SQL from FILE (- for stdin) instead of the SQL argument."),
+        click.option("--db", "db_path", default=None, metavar="FILE.duckdb",
                      type=click.Path(exists=True, dir_okay=False),
-                     help="DuckDB database file; opened read-only."),
-        click.option("--policy", "policy_path", required=True, metavar="policy.yaml",
+                     help="DuckDB database file; opened read-only (default: $DPSQL_DB, or db in a "
+                          "dpsql.toml here)."),
+        click.option("--policy", "policy_path", default=None, metavar="policy.yaml",
                      type=click.Path(exists=True, dir_okay=False),
-                     help="Privacy policy (YAML) written by the data owner."),
+                     help="Privacy policy (YAML) written by the data owner (default: $DPSQL_POLICY, "
+                          "or policy in a dpsql.toml beside the database or here)."),
         click.option("--epsilon", type=float, default=None,
                      help="Privacy budget for this query (default: the policy's default_epsilon)."),
         click.option("--delta", type=float, default=None,
                      help="Delta for this query (default: the policy's default_delta)."),
     ]
+
+    @functools.wraps(func)
+    def command(*args, sql, sql_file, **kwargs):
+        kwargs["sql"] = _read_sql(sql, sql_file)
+        if kwargs.get("server") is None:   # an analyst's --server mode opens nothing locally
+            kwargs.update(_setup(kwargs))
+        return func(*args, **kwargs)
+
     for option in reversed(options):
-        func = option(func)
-    return func
+        command = option(command)
+    return command
 
 
-def _read_sql(sql: str) -> str:
-    """``-`` reads the SQL text from stdin."""
-    if sql == "-":
-        return sys.stdin.read()
-    return sql
+def _read_sql(sql: str | None, sql_file) -> str:
+    """The SQL argument (``-`` reads stdin), or the text of ``-f FILE``; exactly one of them."""
+    if (sql is None) == (sql_file is None):
+        raise click.UsageError("give the SQL as an argument (- for stdin) or with -f FILE, not both")
+    if sql_file is not None:
+        return sql_file.read()
+    return sys.stdin.read() if sql == "-" else sql
+
+
+def _setup(kwargs) -> dict:
+    """--db, --policy and --ledger, from the options, the environment or a dpsql.toml."""
+    values = config.resolve(kwargs["db_path"], kwargs["policy_path"], kwargs.get("ledger"))
+    config.required(values, "db", "policy")
+    found = {"db_path": values["db"], "policy_path": values["policy"]}
+    return {**found, "ledger": values["ledger"]} if "ledger" in kwargs else found
 
 
 def _connect(db_path: str, policy_path: str, **kwargs):
@@ -135,7 +164,8 @@ def main():
     """Differentially private SQL over DuckDB.
 
     Analysts send SQL; dpsql answers with calibrated noise and charges the privacy budget set by
-    the data owner's policy. Exit codes: 0 answered, 2 refused by dpsql, 1 other failure.
+    the data owner's policy. Exit codes: 0 answered, 2 refused by dpsql, 3 set-up error (policy,
+    database, ledger), 1 other failure.
 
     \b
     Example:
@@ -148,11 +178,16 @@ def main():
 
 @main.command()
 @connection_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="Output format; json is one array of objects, one per row.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Output format (default: the one -o's suffix names, else table); json is one array of "
+                   "objects, ndjson one object per line, parquet needs -o.")
+@click.option("-o", "--output", "output_path", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False, writable=True),
+              help="Write the result to FILE (whole, or not at all) instead of stdout.")
 @click.option("--ledger", "ledger", default=None, metavar="FILE",
               help="Budget ledger file (SQLite) that records every spend across runs "
-                   "(default: FILE.duckdb.dpsql-ledger.sqlite beside --db).")
+                   "(default: $DPSQL_LEDGER, or ledger in a dpsql.toml, else "
+                   "FILE.duckdb.dpsql-ledger.sqlite beside --db).")
 @click.option("--fresh", is_flag=True, default=False,
               help="Draw new noise and pay, even if this exact query was answered before "
                    "(by default the earlier answer is returned at no cost).")
@@ -160,10 +195,13 @@ def main():
               help="Add <col>_ci_low/<col>_ci_high confidence intervals at this level, e.g. 0.95 (free).")
 @click.option("--raw-counts", is_flag=True, default=False,
               help="Release counts (and sums of non-negative values) without clamping them at 0.")
-def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh, ci, raw_counts):
+def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh, ci, raw_counts, output_path):
     """Answer SQL with differential privacy and print the noisy result.
 
-    SQL is the query text, or - to read it from stdin.
+    SQL is the query text, - to read it from stdin, or -f FILE. --db, --policy and --ledger default
+    to $DPSQL_DB, $DPSQL_POLICY, $DPSQL_LEDGER, then to a dpsql.toml beside the database or here
+    (db = "people.duckdb", policy = "policy.yaml"). Warnings (noise larger than the answers,
+    groups withheld) go to stderr. Exit codes: 0 answered, 2 refused, 3 set-up error, 1 other.
 
     \b
     Example:
@@ -171,21 +209,25 @@ def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh, ci, raw
             --db people.duckdb --policy policy.yaml --epsilon 1 --format csv --ci 0.95
         echo "SELECT COUNT(*) AS n FROM people" | dpsql query - --db people.duckdb \\
             --policy policy.yaml --ledger budget.sqlite --format json
+        export DPSQL_DB=people.duckdb DPSQL_POLICY=policy.yaml
+        dpsql query -f report.sql -o report.parquet
     """
-    text = _read_sql(sql)
-    db = _connect(db_path, policy_path, ledger=ledger)
-    with _reporting_errors(show_details=False):
-        res = db.sql(text, epsilon=epsilon, delta=delta, fresh=fresh, ci=ci, nonnegative=not raw_counts)
-        columns, rows = list(res.columns), res.fetchall()
+    text = sql
+    fmt = output_format(fmt, output_path)   # a usage error before anything is spent
+    with spinner("running the query"):
+        db = _connect(db_path, policy_path, ledger=ledger)
+        with _reporting_errors(show_details=False):
+            res = db.sql(text, epsilon=epsilon, delta=delta, fresh=fresh, ci=ci, nonnegative=not raw_counts)
     if getattr(res, "replayed", False) is True:
         click.echo("note: the same answer as an identical earlier query; no budget spent "
                    "(--fresh draws anew and pays)", err=True)
     if isinstance(getattr(res, "plan", None), PublicPlan):
         click.echo("note: public tables only: answered exactly; no budget spent", err=True)
-    # Render fully before writing: a refusal must leave stdout empty.
+    for warning in getattr(res, "warnings", ()):
+        click.echo(f"warning: {warning}", err=True)
+    # Render fully before writing: a refusal leaves stdout, and -o's file, as they were.
     with _reporting_errors(show_details=True):
-        output = RENDERERS[fmt](columns, rows)
-    click.echo(output, nl=not output.endswith("\n"))
+        write(render(res, fmt), output_path)
 
 
 @main.command()
@@ -193,26 +235,31 @@ def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh, ci, raw
 @click.option("--ledger", "ledger", default=None, metavar="FILE",
               help="Accepted for symmetry with query, and ignored: explain spends nothing, so it never "
                    "opens, checks or creates a ledger.")
-def explain(sql, db_path, policy_path, epsilon, delta, ledger):
+@click.option("-o", "--output", "output_path", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False, writable=True), help="Write the plan to FILE instead of stdout.")
+def explain(sql, db_path, policy_path, epsilon, delta, ledger, output_path):
     """Print the plan for SQL (noise, sensitivity, rewritten SQL); spends no budget.
 
-    SQL is the query text, or - to read it from stdin. Needs no ledger: a missing, foreign or
-    corrupt one does not stop a plan.
+    SQL is the query text, - to read it from stdin, or -f FILE; --db and --policy default as for
+    query. Needs no ledger: a missing, foreign or corrupt one does not stop a plan.
 
     \b
     Example:
         dpsql explain "SELECT sex, SUM(income) AS total FROM people GROUP BY sex" \\
             --db people.duckdb --policy policy.yaml --epsilon 0.5
+        dpsql explain -f report.sql -o report.plan.txt
     """
 
     del ledger   # see its --help: a plan is never charged, so no ledger is read
-    text = _read_sql(sql)
+    text = sql
     # An in-memory ledger: the one beside the database (maybe another policy's, or corrupt) is not
     # opened, and no file is created.
     db = _connect(db_path, policy_path, ledger=MEMORY)
     with _reporting_errors(show_details=False):
-        output = str(db.explain(text, epsilon=epsilon, delta=delta))
-    click.echo(output)
+        plan = db.explain(text, epsilon=epsilon, delta=delta)
+    for warning in plan_warnings(plan) if isinstance(plan, Plan) else ():
+        click.echo(f"warning: {warning}", err=True)
+    write(f"{plan}\n".encode(), output_path)
 
 
 @main.command()
@@ -274,10 +321,6 @@ def demo(directory, rows):
         demo_module.run(dir=directory, out=click.echo, rows=rows)
 
 
-# --- output formats ------------------------------------------------------------------------------
-
-
-RENDERERS = {"table": render_table, "csv": render_csv, "json": render_json}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,5 +1,5 @@
 """A spinner on stderr for commands that take more than a second, only when stderr is a terminal
-(scripts and pipes see nothing extra)."""
+(scripts and pipes see nothing extra; stdout is never touched)."""
 from __future__ import annotations
 
 import contextlib
@@ -18,14 +18,18 @@ def spinner(message: str, *, stream: IO[str] | None = None, delay: float = DELAY
         yield
         return
     from rich.console import Console
-    status = Console(file=stream, force_terminal=True).status(message)
+    from rich.live import Live
+    from rich.spinner import Spinner
+    # No redirection: rich would otherwise send what the command prints to stdout into stderr.
+    live = Live(Spinner("dots", text=message), console=Console(file=stream, force_terminal=True), transient=True,
+                redirect_stdout=False, redirect_stderr=False, refresh_per_second=12.5)
     lock = threading.Lock()
     done: list[bool] = []   # the block ended: a late timer must not start the spinner
 
     def start() -> None:
         with lock:
             if not done:
-                status.start()
+                live.start()
 
     timer = threading.Timer(delay, start)
     timer.daemon = True
@@ -36,4 +40,4 @@ def spinner(message: str, *, stream: IO[str] | None = None, delay: float = DELAY
         timer.cancel()
         with lock:
             done.append(True)
-            status.stop()
+            live.stop()

@@ -1,0 +1,62 @@
+"""Where and how ``dpsql query`` writes a result: stdout or ``-o FILE``, in one of FORMATS (by default
+the one ``-o``'s suffix names, else a table)."""
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import click
+import pyarrow.parquet as pq
+
+from dpsql.cli.render import render_csv, render_json, render_markdown, render_ndjson, render_table
+
+RENDERERS = {"table": render_table, "csv": render_csv, "json": render_json, "ndjson": render_ndjson,
+             "markdown": render_markdown}
+FORMATS = ("table", "csv", "json", "ndjson", "parquet", "markdown")
+SUFFIXES = {".csv": "csv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson", ".parquet": "parquet",
+            ".md": "markdown", ".txt": "table"}
+
+
+def output_format(fmt: str | None, path: str | None) -> str:
+    """The format asked for, else the one the output file's suffix names, else ``table``.
+
+    >>> output_format(None, "out.parquet"), output_format("csv", "out.txt"), output_format(None, None)
+    ('parquet', 'csv', 'table')
+    """
+    if fmt is None:
+        fmt = SUFFIXES.get(Path(path).suffix.lower(), "table") if path else "table"
+    if fmt == "parquet" and path is None:
+        raise click.UsageError("--format parquet is a binary file: pass -o FILE.parquet")
+    return fmt
+
+
+def render(res, fmt: str) -> bytes:
+    """The whole output, made before anything is written (a failure leaves no partial file or stdout)."""
+    if fmt == "parquet":
+        buffer = io.BytesIO()
+        pq.write_table(res.arrow(), buffer)
+        return buffer.getvalue()
+    text = RENDERERS[fmt](list(res.columns), res.fetchall())
+    return (text if text.endswith("\n") else text + "\n").encode()
+
+
+def write(data: bytes, path: str | None) -> None:
+    """To stdout, or to ``path`` whole: written beside it, then renamed over it."""
+    if path is None:
+        click.echo(data.decode(), nl=False)
+        return
+    target = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)   # as open() would make it, not mkstemp's 0600
+        os.replace(temporary, target)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
