@@ -123,3 +123,33 @@ def test_empty_result(db):
     res = db.sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex HAVING COUNT(*) < 0", epsilon=1)
     assert len(res) == 0 and res.fetchall() == [] and res.fetchone() is None
     assert "0 rows" in str(res) and res.df().empty
+
+
+# --- the README's "Results out" examples run ------------------------------------------------------------
+
+def test_the_readmes_results_examples_run(tmp_path, monkeypatch):
+    import yaml
+    from pathlib import Path
+
+    from dpsql.cli.config import read_config
+    from tests.conftest import POLICY, make_database
+    section = (Path(__file__).resolve().parents[1] / "README.md").read_text().split("## Results out\n")[1]
+    section = section.split("\n## ")[0]
+    con = make_database()
+    con.execute(f"ATTACH '{tmp_path / 'people.duckdb'}' AS f")
+    for table in ("people", "visits", "prescriptions", "clinics"):
+        con.execute(f"CREATE TABLE f.{table} AS SELECT * FROM {table}")
+    con.close()
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(POLICY))
+    monkeypatch.chdir(tmp_path)
+    names: dict = {}
+    exec(section.split("```python\n")[1].split("```")[0], names)
+    res = names["res"]
+    assert [names["first"], *names["rest"]] == names["rows"] == res.fetchall()
+    assert (tmp_path / "by_sex.parquet").exists() and (tmp_path / "by_sex.csv").exists()
+    shown = section.split("```python\n")[1].split("```\n```\n")[1].split("```")[0].splitlines()
+    assert str(res).splitlines()[:4] == shown[:4]     # the same header as printed in the README
+    assert shown[-3:] == str(res).splitlines()[-3:]
+    (tmp_path / "dpsql.toml").write_text(section.split("```toml\n")[1].split("```")[0])
+    assert read_config(tmp_path / "dpsql.toml") == {k: str(tmp_path / v) for k, v in (
+        ("db", "people.duckdb"), ("policy", "policy.yaml"), ("ledger", "budget.sqlite"))}
