@@ -76,6 +76,10 @@ def test_a_glob_reads_every_file_it_matches(tmp_path):
         write(tmp_path / "parts" / f"p{i}.parquet", f"SELECT * FROM ({PEOPLE}) WHERE id % 4 = {i}")
     db = dpsql.connect(policy=policy(source=str(tmp_path / "parts" / "*.parquet")), ledger=":memory:")
     assert exact(db) == EXACT_BY_SEX
+    assert exact(dpsql.connect(str(tmp_path / "parts" / "*.parquet"), policy=policy(), ledger=":memory:")) == EXACT_BY_SEX
+    with pytest.raises(dpsql.DpsqlError) as info:   # no one file to keep the ledger beside
+        dpsql.connect(str(tmp_path / "parts" / "*.parquet"), policy=policy())
+    assert info.value.code == "DP403"
 
 
 def test_hive_partitions_are_columns(tmp_path):
@@ -134,6 +138,35 @@ def test_a_key_a_link_references_is_checked_unique_in_a_source(tmp_path):
     assert info.value.code == "DP504" and "people.id is not unique" in info.value.message
     write(tmp_path / "people.parquet")
     assert exact(dpsql.connect(policy=people, ledger=":memory:"), "SELECT COUNT(*) AS n FROM visits") == [(600,)]
+
+
+def test_the_unique_key_check_runs_once_per_version_of_the_files(tmp_path, monkeypatch):
+    from dpsql.engines import duckdb_schema
+    calls = []
+    original = duckdb_schema.repeats_a_value
+    monkeypatch.setattr(duckdb_schema, "repeats_a_value", lambda *a: calls.append(a[1:]) or original(*a))
+    write(tmp_path / "people.parquet")
+    write(tmp_path / "visits.parquet", "SELECT range % 200 AS person_id FROM range(300)")
+    people = policy(source=str(tmp_path / "people.parquet"))
+    people["tables"]["visits"] = {"privacy_unit": {"via": "person_id", "references": "people.id"},
+                                  "source": str(tmp_path / "visits.parquet"), "columns": {}}
+    for _ in range(2):
+        dpsql.connect(policy=people, ledger=":memory:")
+    assert calls == [("people", "id")]
+    write(tmp_path / "visits.parquet", "SELECT range % 100 AS person_id FROM range(300)")
+    dpsql.connect(policy=people, ledger=":memory:")
+    assert calls == [("people", "id")] * 2
+
+
+def test_a_source_is_not_part_of_the_ledgers_identity(tmp_path, parquet):
+    """Moving a table from a database into a file keeps its ledger: the data version covers the data."""
+    db_path = str(tmp_path / "db.duckdb")
+    con = duckdb.connect(db_path)
+    con.execute(f"CREATE TABLE people AS {PEOPLE}")
+    con.close()
+    ledger = str(tmp_path / "budget.sqlite")
+    dpsql.connect(db_path, policy=policy(), ledger=ledger).sql(COUNT_BY_SEX, epsilon=0.5)
+    assert dpsql.connect(policy=policy(source=str(parquet)), ledger=ledger).budget.spent_epsilon == 0.5
 
 
 # --- a Parquet/CSV file as the database -----------------------------------------------------------
@@ -367,7 +400,7 @@ def test_cli_a_bad_file_is_a_set_up_error_in_a_real_process(tmp_path, csv):
     os.rename(csv, tmp_path / "people.parquet")
     bad = subprocess.run([*args, "--db", str(tmp_path / "people.parquet")], capture_output=True, text=True, env=env,
                          timeout=120)
-    assert bad.returncode != 0 and bad.stdout == ""
+    assert bad.returncode == 3 and bad.stdout == ""   # a set-up error
     assert "DP505" in bad.stderr and "table 'people'" in bad.stderr
 
 

@@ -110,7 +110,8 @@ def connection_options(func):
                      help="Read the SQL from FILE (- for stdin) instead of the SQL argument."),
         click.option("--db", "db_path", default=None, metavar="FILE.duckdb",
                      type=click.Path(exists=True, dir_okay=False),
-                     help="DuckDB database file; opened read-only (default: $DPSQL_DB, or db in a "
+                     help="DuckDB database file, opened read-only, or a Parquet/CSV file as a one-table "
+                          "database (default: $DPSQL_DB, or db in a "
                           "dpsql.toml here)."),
         click.option("--policy", "policy_path", default=None, metavar="policy.yaml",
                      type=click.Path(exists=True, dir_okay=False),
