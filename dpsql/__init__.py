@@ -11,6 +11,8 @@ from dpsql.accounting.budget import Budget
 from dpsql.api.connection import PrivateConnection, Result, connect
 from dpsql.errors import BudgetExceeded, DpsqlError
 from dpsql.plan.model import Plan
+from dpsql.remote import Remote, remote
 
-__all__ = ["connect", "PrivateConnection", "Result", "Plan", "Budget", "DpsqlError", "BudgetExceeded"]
+__all__ = ["connect", "remote", "PrivateConnection", "Remote", "Result", "Plan", "Budget", "DpsqlError",
+           "BudgetExceeded"]
 __version__ = "0.1.0"

@@ -120,7 +120,8 @@ class PrivateConnection:
         return self.plan(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-            fresh: bool = False, ci: float | None = None, nonnegative: bool = True) -> Result:
+            fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
+            analyst: str | None = None) -> Result:
         """Answer one aggregate query with differential privacy.
 
         The cost is recorded in the ledger before the query runs. An identical query already answered
@@ -134,6 +135,7 @@ class PrivateConnection:
             ci: add ``<col>_ci_low`` / ``<col>_ci_high`` at this confidence level around each noisy
                 value (exact for counts and sums, conservative for AVG; post-processing, free).
             nonnegative: release counts, and sums of non-negative values, clamped at 0 (default).
+            analyst: charge this analyst's budget (and the total) instead of the owner's; see ``analyst()``.
         Returns:
             Result, materialised once; ``.plan`` is the Plan that was charged.
         Raises:
@@ -146,7 +148,7 @@ class PrivateConnection:
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
         plan = self.plan(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
         if isinstance(plan, PublicPlan):
-            return self._exact(plan)
+            return self._exact(plan, analyst)
         relation = self._engine.bind(plan.rewritten_sql)
         cost = self._ledger.cost(plan)
         text, names = replay.normalise_sql(sql)
@@ -155,7 +157,7 @@ class PrivateConnection:
         normalised = (text, names + (plan_signature(plan),))
         ticket = self._ledger.reserve(
             cost, sql=normalised[0], plan=replay.plan_summary(plan), fresh=fresh, data_version=self._data_version,
-            replay_key=replay.replay_key(normalised, cost, self._ledger.identity, self._data_version))
+            replay_key=replay.replay_key(normalised, cost, self._ledger.identity, self._data_version), analyst=analyst)
         if ticket.replayed:
             return Result(ticket.answer, plan, replayed=True)
         try:
@@ -172,13 +174,13 @@ class PrivateConnection:
         self._ledger.release(ticket, table)
         return Result(table, plan)
 
-    def _exact(self, plan: PublicPlan) -> Result:
+    def _exact(self, plan: PublicPlan, analyst: str | None = None) -> Result:
         """A query over public tables only: no person's data, so answered exactly and charged nothing.
         Recorded in the history at epsilon 0, without its answer (nothing to replay: running it again
         gives the same rows). Public data: an engine error's message is safe to show."""
         relation = self._engine.bind(plan.rewritten_sql)
         ticket = self._ledger.reserve(ZERO, sql=replay.normalise_sql(plan.sql)[0], plan=plan.summary,
-                                      data_version=self._data_version)
+                                      data_version=self._data_version, analyst=analyst)
         try:
             table = self._engine.run(relation)
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError) as e:
@@ -206,6 +208,50 @@ class PrivateConnection:
     def budget(self) -> Budget:
         """Total, spent and remaining (epsilon, delta), and the ledger's per-query history."""
         return self._ledger.budget()
+
+    def analyst(self, name: str | None = None, *, token: str | None = None) -> "AnalystView":
+        """This connection as one analyst sees it (what ``dpsql serve`` runs for a token): their queries
+        charged to their budget and the total, their own budget, history and answers; no trusted knob.
+
+        Args:
+            name: the analyst, for the owner's own jobs run as them; or
+            token: the analyst's token, as a server receives it.
+        Raises:
+            AuthError (DP407): no such analyst, a revoked one, or an unknown token (the same error).
+        """
+        if (name is None) == (token is None):
+            raise InvalidParameter("DP401", "pass an analyst's name or their token, not both")
+        if token is not None:
+            name = self._ledger.authenticate(token)
+        else:
+            self._ledger.budget(analyst=name)   # an unknown name fails here, not at the first query
+        return AnalystView(self, name)
+
+
+class AnalystView:
+    """One analyst's side of a connection: ``sql``/``explain``/``budget`` as theirs (see
+    ``PrivateConnection.analyst``); ``answer`` replays one of their released answers, free."""
+
+    def __init__(self, db: PrivateConnection, name: str):
+        self._db = db
+        self.name = name
+
+    def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
+            fresh: bool = False, ci: float | None = None, nonnegative: bool = True) -> Result:
+        return self._db.sql(sql, epsilon, delta, fresh=fresh, ci=ci, nonnegative=nonnegative, analyst=self.name)
+
+    def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
+                ci: float | None = None, nonnegative: bool = True) -> Plan | PublicPlan:
+        return self._db.explain(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
+
+    @property
+    def budget(self) -> Budget:
+        """The analyst's own budget, spent, remaining and history."""
+        return self._db._ledger.budget(analyst=self.name)
+
+    def answer(self, charge_id: int) -> pa.Table | None:
+        """The answer of one of this analyst's released queries (None for any other id)."""
+        return self._db._ledger.answer(charge_id, analyst=self.name)
 
 
 def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger=None,

@@ -25,6 +25,7 @@ import dpsql
 from dpsql.accounting.ledger import MEMORY, Ledger, default_ledger_path
 from dpsql.cli import demo as demo_module
 from dpsql.errors import DpsqlError
+from dpsql.cli.serve import remote_for, serve, server_option
 from dpsql.cli import config
 from dpsql.cli.output import FORMATS, output_format, render, write
 from dpsql.cli.progress import spinner
@@ -117,6 +118,7 @@ def connection_options(func):
                      type=click.Path(exists=True, dir_okay=False),
                      help="Privacy policy (YAML) written by the data owner (default: $DPSQL_POLICY, "
                           "or policy in a dpsql.toml beside the database or here)."),
+        server_option,
         click.option("--epsilon", type=float, default=None,
                      help="Privacy budget for this query (default: the policy's default_epsilon)."),
         click.option("--delta", type=float, default=None,
@@ -196,7 +198,7 @@ def main():
               help="Add <col>_ci_low/<col>_ci_high confidence intervals at this level, e.g. 0.95 (free).")
 @click.option("--raw-counts", is_flag=True, default=False,
               help="Release counts (and sums of non-negative values) without clamping them at 0.")
-def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh, ci, raw_counts, output_path):
+def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh, ci, raw_counts, output_path):
     """Answer SQL with differential privacy and print the noisy result.
 
     SQL is the query text, - to read it from stdin, or -f FILE. --db, --policy and --ledger default
@@ -216,8 +218,9 @@ def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh, ci, raw
     text = sql
     fmt = output_format(fmt, output_path)   # a usage error before anything is spent
     with spinner("running the query"):
-        db = _connect(db_path, policy_path, ledger=ledger)
-        with _reporting_errors(show_details=False):
+        db = _connect(db_path, policy_path, ledger=ledger) if server is None else \
+            remote_for(server, db_path=db_path, policy_path=policy_path, ledger=ledger)
+        with _reporting_errors(show_details=server is not None):   # a remote error holds no data
             res = db.sql(text, epsilon=epsilon, delta=delta, fresh=fresh, ci=ci, nonnegative=not raw_counts)
     if getattr(res, "replayed", False) is True:
         click.echo("note: the same answer as an identical earlier query; no budget spent "
@@ -238,7 +241,7 @@ def query(sql, db_path, policy_path, epsilon, delta, fmt, ledger, fresh, ci, raw
                    "opens, checks or creates a ledger.")
 @click.option("-o", "--output", "output_path", default=None, metavar="FILE",
               type=click.Path(dir_okay=False, writable=True), help="Write the plan to FILE instead of stdout.")
-def explain(sql, db_path, policy_path, epsilon, delta, ledger, output_path):
+def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_path):
     """Print the plan for SQL (noise, sensitivity, rewritten SQL); spends no budget.
 
     SQL is the query text, - to read it from stdin, or -f FILE; --db and --policy default as for
@@ -255,8 +258,9 @@ def explain(sql, db_path, policy_path, epsilon, delta, ledger, output_path):
     text = sql
     # An in-memory ledger: the one beside the database (maybe another policy's, or corrupt) is not
     # opened, and no file is created.
-    db = _connect(db_path, policy_path, ledger=MEMORY)
-    with _reporting_errors(show_details=False):
+    db = _connect(db_path, policy_path, ledger=MEMORY) if server is None else \
+        remote_for(server, db_path=db_path, policy_path=policy_path)
+    with _reporting_errors(show_details=server is not None):   # a remote error holds no data
         plan = db.explain(text, epsilon=epsilon, delta=delta)
     for warning in plan_warnings(plan) if isinstance(plan, Plan) else ():
         click.echo(f"warning: {warning}", err=True)
@@ -322,6 +326,8 @@ def demo(directory, rows):
         demo_module.run(dir=directory, out=click.echo, rows=rows)
 
 
+
+main.add_command(serve)
 
 
 if __name__ == "__main__":  # pragma: no cover

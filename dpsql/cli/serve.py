@@ -1,0 +1,88 @@
+"""``dpsql serve`` (the owner runs the server) and the ``--server URL`` mode of query/explain/budget
+(the analyst's side: SQL goes to the server with the token from ``DPSQL_TOKEN`` or the token file;
+the analyst's process opens no database, policy or ledger).
+
+Example:
+    $ dpsql serve --db people.duckdb --policy policy.yaml --port 8765
+    $ DPSQL_TOKEN=... dpsql query "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex" \\
+          --server http://127.0.0.1:8765 --epsilon 0.5
+"""
+from __future__ import annotations
+
+import ipaddress
+
+import click
+
+import dpsql
+from dpsql.errors import DpsqlError
+
+server_option = click.option(
+    "--server", "server", default=None, metavar="URL",
+    help="Send the query to a dpsql server (dpsql serve) as an analyst, with the token from DPSQL_TOKEN "
+         "or ~/.config/dpsql/token; --db, --policy and --ledger are then the server's, not given here.")
+
+
+def remote_for(server: str, **local):
+    """The analyst's connection for ``--server``; the owner's options make no sense with it."""
+    given = [f"--{name.replace('_path', '').replace('_', '-')}" for name, value in local.items() if value]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} cannot be used with --server: the server holds the data, "
+                               "the policy and the ledger")
+    try:
+        return dpsql.remote(server)
+    except DpsqlError as err:
+        click.echo(err.format(), err=True)
+        raise SystemExit(getattr(err, "exit_code", 2)) from None
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+@click.command()
+@click.option("--db", "db_path", required=True, metavar="FILE.duckdb", type=click.Path(exists=True, dir_okay=False),
+              help="DuckDB database file; opened read-only by the server.")
+@click.option("--policy", "policy_path", required=True, metavar="policy.yaml",
+              type=click.Path(exists=True, dir_okay=False), help="Privacy policy (YAML).")
+@click.option("--ledger", default=None, metavar="FILE",
+              help="Budget ledger (default: FILE.duckdb.dpsql-ledger.sqlite beside --db); analysts and their "
+                   "tokens live in it (dpsql analyst add).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback exposes the API to the network (use TLS in front).")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
+              help="A browser origin allowed to call the API from its own pages (none by default).")
+@click.option("--max-body", default=1 << 20, show_default=True, type=click.IntRange(min=1024),
+              help="Largest request body in bytes (413 beyond).")
+@click.option("--workers", default=4, show_default=True, type=click.IntRange(1, 64),
+              help="Worker threads planning and running queries.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(("critical", "error", "warning", "info", "debug")))
+def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, workers, log_level):
+    """Serve the HTTP API (and the browser console) over one database, for analysts with tokens.
+
+    The server holds the data, the policy and the ledger; analysts send SQL with their token
+    (dpsql analyst add NAME --epsilon E prints one) and are charged to their own budget.
+
+    \b
+    Example:
+        dpsql serve --db people.duckdb --policy policy.yaml --port 8765
+        dpsql analyst add alice --epsilon 1 --db people.duckdb --policy policy.yaml
+    """
+    from dpsql.server.limits import Limits
+    from dpsql.server.run import serve as run_server
+
+    if not _loopback(host):
+        click.echo(f"warning: listening on {host}: the API is reachable from the network; put TLS in front",
+                   err=True)
+    limits = Limits(max_body=max_body, workers=workers)
+    click.echo(f"dpsql: serving {db_path} on http://{host}:{port} (console at /, API at /v1/)", err=True)
+    try:
+        run_server(db_path, policy_path, ledger, host=host, port=port, limits=limits,
+                   cors_origins=tuple(cors_origins), log_level=log_level)
+    except DpsqlError as err:
+        click.echo(err.format(), err=True)
+        raise SystemExit(getattr(err, "exit_code", 2)) from None

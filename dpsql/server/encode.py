@@ -1,0 +1,139 @@
+"""What the server sends: plans, results, budgets, the schema and errors as JSON (or Arrow IPC).
+
+Everything here is already public to the analyst who asked: noisy outputs, the plan (the explain
+text), their own budget, the analyst-visible part of the policy (no file paths, no budget of other
+analysts) and the errors dpsql raises on purpose. Owner-side errors (the ledger, the policy, the
+database) become a generic message: their text names files.
+
+>>> from dpsql.errors import BudgetExceeded
+>>> status, body = error_body(BudgetExceeded((1, 0), (0.5, 0)))
+>>> status, body["error"]["code"], body["error"]["requested"]
+(402, 'DP402', {'epsilon': 1.0, 'delta': 0.0})
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from dpsql.cli.render import to_json_value
+from dpsql.errors import DpsqlError
+from dpsql.plan.kinds import OutputKind
+from dpsql.plan.model import Plan
+from dpsql.plan.text import CONFIDENCE
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+HEADER_LIMIT = 16_384   # a header past this drops the plan's text (clients read the Arrow schema's copy)
+
+# Outputs that are one measurement as released: their noise's error bar is the output's.
+_SINGLE = {OutputKind.COUNT, OutputKind.COUNT_COL, OutputKind.UNITS, OutputKind.DISTINCT, OutputKind.SUM}
+
+# Set-up errors: true, but their messages name the owner's files; the analyst gets the code only.
+_OWNER_SIDE = {"DP403", "DP404", "DP405", "DP406", "DP501", "DP502", "DP503", "DP504"}
+
+
+def dumps(doc: Any) -> bytes:
+    return json.dumps(doc, allow_nan=False, separators=(",", ":")).encode()
+
+
+def plan_doc(plan) -> dict:
+    """PLAN: epsilon, delta, the explain text, outputs with their expected error, the rewritten SQL."""
+    doc = {"epsilon": float(plan.epsilon), "delta": float(plan.delta), "text": str(plan),
+           "public_only": not isinstance(plan, Plan), "outputs": [],
+           "rewritten_sql": plan.rewritten_sql}
+    if isinstance(plan, Plan):
+        for o in plan.visible_outputs:
+            single = o.kind in _SINGLE and len(o.measurements) == 1
+            error = plan.measurement(o.measurements[0]).error if single else None
+            doc["outputs"].append({"name": o.name, "kind": o.kind.value, "expected_error": error,
+                                   "confidence": CONFIDENCE if single else None})
+    return doc
+
+
+def budget_doc(budget, analyst: str) -> dict:
+    """BUDGET: the analyst's own total, spent, remaining and number of queries (no ledger path)."""
+    return {"analyst": analyst,
+            "total": {"epsilon": budget.total_epsilon, "delta": budget.total_delta},
+            "spent": {"epsilon": budget.spent_epsilon, "delta": budget.spent_delta},
+            "remaining": {"epsilon": budget.remaining_epsilon, "delta": budget.remaining_delta},
+            "queries": budget.queries}
+
+
+def history_doc(budget) -> dict:
+    """The analyst's own charged queries, oldest first."""
+    return {"queries": [{"id": c.id, "time": c.time, "sql": c.sql, "epsilon": c.epsilon, "delta": c.delta,
+                         "status": c.status, "plan": c.plan, "replays": c.replays,
+                         "replayable": bool(getattr(c, "replayable", c.status == "released" and c.epsilon > 0))}
+                        for c in budget.history]}
+
+
+def answer_doc(table: pa.Table, plan: dict, budget: dict, replayed: bool) -> dict:
+    """A query answer as JSON: column names, Arrow type names, rows as lists."""
+    columns = [c.to_pylist() for c in table.columns]
+    rows = [[to_json_value(v) for v in row] for row in zip(*columns)] if columns else []
+    return {"columns": list(table.column_names), "types": [str(t) for t in table.schema.types],
+            "rows": rows, "replayed": replayed, "plan": plan, "budget": budget}
+
+
+def arrow_answer(table: pa.Table, plan: dict, budget: dict, replayed: bool) -> tuple[bytes, dict[str, str]]:
+    """An answer as an Arrow IPC stream; plan and budget in the schema's metadata and in headers."""
+    meta = {"dpsql.plan": dumps(plan), "dpsql.budget": dumps(budget), "dpsql.replayed": dumps(replayed)}
+    table = table.replace_schema_metadata(meta)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    header = dumps(plan)
+    if len(header) > HEADER_LIMIT:   # a long rewritten SQL: headers stay small, the schema has it all
+        header = dumps({**plan, "text": None, "rewritten_sql": None, "truncated": True})
+    headers = {"X-Dpsql-Plan": header.decode(), "X-Dpsql-Budget": dumps(budget).decode(),
+               "X-Dpsql-Replayed": "true" if replayed else "false"}
+    return sink.getvalue().to_pybytes(), headers
+
+
+def schema_doc(policy) -> dict:
+    """The analyst-visible part of the policy: tables, columns, types, bounds, public keys, L, C."""
+    links = {(link.references_table, link.references_column) for link in policy.links}
+    tables = {}
+    for name, t in policy.tables.items():
+        columns = {}
+        for c in t.columns.values():
+            lower, upper = c.dates if c.dates is not None else (c.lower, c.upper)
+            columns[c.name] = {
+                "type": c.sql_type or c.type, "lower": to_json_value(lower), "upper": to_json_value(upper),
+                "keys": None if c.keys is None else [to_json_value(k) for k in c.keys],
+                "identifier": t.is_identifier(c.name) or (name, c.name) in links}
+        tables[name] = {"public": t.public, "privacy_unit": None if t.public else t.privacy_unit,
+                        "via": None if t.link is None else str(t.link),
+                        "max_groups_per_unit": None if t.public else t.max_groups_per_unit,
+                        "max_rows_per_unit": None if t.public else t.max_rows_per_unit, "columns": columns}
+    return {"tables": tables}
+
+
+def status_of(code: str) -> int:
+    """The HTTP status of a dpsql code (see README, "The HTTP API")."""
+    return {"DP402": 402, "DP407": 401, "DP420": 404, "DP421": 429, "DP422": 413, "DP423": 408}.get(
+        code, 500 if code in ("DP900", "DP999") or code in _OWNER_SIDE else 400)
+
+
+def error_body(err: DpsqlError) -> tuple[int, dict]:
+    """(status, body) for a DpsqlError: code, message, hint, rule, and the SQL position if any."""
+    code = err.code
+    if code in _OWNER_SIDE:
+        doc: dict = {"code": code, "message": "the server cannot answer: its data, policy or budget ledger "
+                     "is unavailable; nothing was spent", "hint": "tell the data owner"}
+        return 503 if code == "DP405" else 500, {"error": doc}
+    if code == "DP999":
+        doc = {"code": code, "message": "internal error: this is probably a bug in dpsql", "hint": ""}
+        return 500, {"error": doc}
+    doc = {"code": code, "type": type(err).__name__, "message": err.message, "hint": err.hint, "rule": err.rule}
+    if err.line is not None:
+        bare = DpsqlError(code, "", sql=err.sql, start=err.start, end=err.end)   # the caret lines only
+        doc.update(line=err.line, column=err.col, start=err.start, end=err.end,
+                   excerpt=bare.format().split("\n", 1)[1])
+    if code == "DP402":
+        requested, remaining = getattr(err, "requested", (0, 0)), getattr(err, "remaining", (0, 0))
+        doc["requested"] = {"epsilon": float(requested[0]), "delta": float(requested[1])}
+        doc["remaining"] = {"epsilon": float(remaining[0]), "delta": float(remaining[1])}
+    return status_of(code), {"error": doc}
+
