@@ -6,19 +6,26 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import multiprocessing
+import json
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import yaml
+from click.testing import CliRunner
 
 from dpsql.accounting import store
 from dpsql.accounting.analysts import AnalystError
 from dpsql.accounting.budget import Cost
 from dpsql.accounting.ledger import Ledger, LedgerError
+from dpsql.cli import commands as cli
 from dpsql.errors import AuthError, BudgetExceeded, InvalidParameter
 from dpsql.policy import load_policy
 
@@ -329,3 +336,51 @@ def test_many_threads_in_many_processes_never_overspend_the_total(processes, tmp
     book = Ledger(str(tmp_path / "l.sqlite"))
     spent = [Decimal(repr(c.epsilon)) for c in book.budget().history]
     assert sum(spent) == Decimal("0.6") and len(spent) == 6
+
+
+# --- the owner's commands ---------------------------------------------------------------------------
+
+def test_analyst_commands_add_list_top_up_revoke(tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY))
+    ledger = str(tmp_path / "l.sqlite")
+    runner = CliRunner()
+    no_ledger = runner.invoke(cli.main, ["analyst", "add", "alice", "--epsilon", "0.5", "--ledger", ledger])
+    assert no_ledger.exit_code == 3 and "error[DP406]" in no_ledger.stderr, "a new ledger needs --policy"
+    added = runner.invoke(cli.main, ["analyst", "add", "alice", "--epsilon", "0.5", "--delta", "1e-7",
+                                     "--ledger", ledger, "--policy", str(policy)])
+    assert added.exit_code == 0, added.output
+    (token,) = added.stdout.split()
+    assert token.startswith("dpsql_") and "will not be shown again" in added.stderr and token not in added.stderr
+    assert Ledger(ledger).authenticate(token) == "alice"
+    # The ledger alone is enough from now on.
+    again = runner.invoke(cli.main, ["analyst", "add", "alice", "--epsilon", "0.1", "--ledger", ledger])
+    assert again.exit_code == 2 and "error[DP409]" in again.stderr and again.stdout == ""
+    too_much = runner.invoke(cli.main, ["analyst", "add", "bob", "--epsilon", "5", "--ledger", ledger])
+    assert too_much.exit_code == 2 and "more than the total" in too_much.stderr
+    topped = runner.invoke(cli.main, ["analyst", "top-up", "alice", "--epsilon", "0.25", "--ledger", ledger])
+    assert topped.exit_code == 0 and "epsilon 0.75" in topped.stdout
+    listed = json.loads(runner.invoke(cli.main, ["analyst", "list", "--ledger", ledger, "--format", "json"]).stdout)
+    assert [(a["name"], a["total"]["epsilon"], a["revoked"]) for a in listed] == [("alice", 0.75, False)]
+    assert runner.invoke(cli.main, ["analyst", "revoke", "alice", "--ledger", ledger]).exit_code == 0
+    table = runner.invoke(cli.main, ["analyst", "list", "--ledger", ledger]).stdout
+    assert "alice" in table and "revoked" in table and token not in table
+    assert runner.invoke(cli.main, ["analyst", "revoke", "alice", "--ledger", ledger]).exit_code == 2
+    assert runner.invoke(cli.main, ["analyst", "list"]).exit_code == 1, "needs --ledger or --db"
+    assert runner.invoke(cli.main, ["analyst", "add", "x", "--epsilon", "nan", "--ledger", ledger]).exit_code == 2
+
+
+def test_analyst_add_in_a_real_process_prints_the_token_once(tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY))
+    db = tmp_path / "people.duckdb"                     # --db names the ledger beside it
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = subprocess.run([sys.executable, "-m", "dpsql.cli.commands", "analyst", "add", "carol", "--epsilon", "0.5",
+                          "--db", str(db), "--policy", str(policy)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    token = run.stdout.strip()
+    assert Ledger(str(db) + ".dpsql-ledger.sqlite").authenticate(token) == "carol"
+    listed = subprocess.run([sys.executable, "-m", "dpsql.cli.commands", "analyst", "list", "--db", str(db)],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert listed.returncode == 0 and "carol" in listed.stdout and token not in listed.stdout + listed.stderr

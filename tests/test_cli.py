@@ -136,9 +136,9 @@ def _default_ledger(files) -> Path:
 @pytest.mark.parametrize("kind", ["foreign", "corrupt"])
 def test_explain_needs_no_ledger_even_when_the_default_one_is_unusable(runner, files, kind):
     ledger = _default_ledger(files)
-    if kind == "foreign":   # another policy's ledger beside the database
+    if kind == "foreign":   # a ledger beside the database spent under another privacy unit
         other = copy.deepcopy(POLICY)
-        other["budget"]["epsilon"] = 99.0
+        other["tables"]["people"]["privacy_unit"] = "ssn"
         dpsql.connect(files[1], policy=other).sql("SELECT COUNT(*) AS n FROM people").fetchall()
     else:
         ledger.write_bytes(b"not a ledger" * 100)

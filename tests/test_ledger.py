@@ -302,20 +302,18 @@ def test_connection_objects_replay_only_within_a_connection_unless_the_data_is_n
 
 # --- failing closed ------------------------------------------------------------------------------
 
-def test_a_ledger_of_another_policy_is_refused(files):
+def test_a_ledger_spent_under_another_privacy_unit_is_refused(files):
+    """What may change in a policy and what is recorded: tests/test_policy_evolution.py."""
     db_path, policy, ledger = files
     dpsql.connect(db_path, policy=policy, ledger=ledger).sql(COUNT)
     before = open(ledger, "rb").read()
-    with pytest.raises(LedgerError) as info:
-        dpsql.connect(db_path, policy=policy_with(epsilon=100), ledger=ledger)
-    err = info.value
-    assert err.code == "DP404" and err.differences == ("budget.epsilon",)
-    assert "new ledger path" in err.hint and "budget.epsilon" in err.message
     other = json.loads(json.dumps(POLICY))
-    other["tables"]["people"]["columns"]["income"]["upper"] = 10**6
+    other["tables"]["people"]["privacy_unit"] = "state"
     with pytest.raises(LedgerError) as info:
         dpsql.connect(db_path, policy=other, ledger=ledger)
-    assert info.value.differences == ("tables.people.columns.income.upper",)
+    err = info.value
+    assert err.code == "DP404" and err.differences == ("tables.people.privacy_unit",)
+    assert "tables.people.privacy_unit" in err.message and "dpsql ledger rebind" in err.hint
     same_but_defaults = {**POLICY, "default_epsilon": 0.5}
     dpsql.connect(db_path, policy=same_but_defaults, ledger=ledger)     # defaults are not the identity
     assert open(ledger, "rb").read() == before, "a refused ledger is not written to"
@@ -359,7 +357,7 @@ def test_a_corrupt_ledger_fails_closed_and_is_never_recreated(files, tmp_path):
         assert str(path) in info.value.message and "never recreates" in info.value.hint
         assert path.read_bytes() == before, f"{path.name} was modified"
         result = CliRunner().invoke(cli.main, ["budget", "--policy", policy, "--ledger", str(path)])
-        assert result.exit_code == 2 and "error[DP406]" in result.stderr, path.name
+        assert result.exit_code == 3 and "error[DP406]" in result.stderr, path.name   # a set-up error
 
 
 def test_a_locked_ledger_fails_closed_and_spends_nothing(files, monkeypatch):

@@ -1,5 +1,6 @@
-"""The ledger's identity: the canonical document of what a spend is about (the policy's budget and
-tables) and its SHA-256; the differences shown when a ledger belongs to another policy."""
+"""A policy's document as the ledger keeps it (its budget and every table's declarations), its SHA-256
+(part of every replay key: an answer is replayed only under the policy it was computed under), and
+the differences between two documents. What binds a ledger is narrower: ``accounting/policies.py``."""
 from __future__ import annotations
 
 import hashlib
@@ -7,7 +8,7 @@ import json
 from typing import Any
 from dpsql.policy import Policy
 
-FORMAT = "dpsql-ledger/1"   # the ledger file format, also part of every replay key
+FORMAT = "dpsql-ledger/1"   # the replay keys' scheme (named after the ledger format that began it)
 
 
 def _scalar(value: Any) -> str:

@@ -60,14 +60,17 @@ class Ledger:
     Thread-safe (one SQLite connection behind a lock) and process-safe (SQLite's write lock).
     A missing ledger file is created on the first charge or the first analyst, not before: reading a
     budget or explaining a query never creates files. Without ``policy`` the ledger's own newest
-    recorded policy is used (the file must exist).
+    recorded policy is used (the file must exist). A ``policy`` that differs from the ledger's newest
+    is recorded as a change when it keeps every privacy unit and link (``record=False``: only checked),
+    else refused (DP404; ``rebind``). See accounting/policies.py.
     """
 
-    def __init__(self, path, policy: Policy | None = None, *, timeout: float | None = None):
+    def __init__(self, path, policy: Policy | None = None, *, timeout: float | None = None, record: bool = True):
         self.composition = BASIC
         self._lock = threading.RLock()
         total = None if policy is None else Cost.of(policy.budget_epsilon, policy.budget_delta)
-        self._store = Store(path, None if policy is None else policy_document(policy), total, timeout=timeout)
+        self._store = Store(path, None if policy is None else policy_document(policy), total, timeout=timeout,
+                            record=record)
         self.path = self._store.path
 
     @property
@@ -236,6 +239,14 @@ class Ledger:
                 return []
             with self._corrupt_amounts():
                 return policies.history(db)
+
+    def rebind(self, policy: Policy) -> tuple[str, ...]:
+        """Put ``policy`` in force even if it changes a privacy unit or a link: the owner's explicit
+        decision that past spends count against the new units (recorded as ``rebound``). Returns the
+        tables whose binding changed. Every other connection's next charge is refused (DP404) until it
+        uses a policy with the new binding."""
+        with self._lock, self._store.errors("record a policy in", "nothing was recorded"):
+            return self._store.rebind(policy_document(policy), Cost.of(policy.budget_epsilon, policy.budget_delta))
 
     def close(self) -> None:
         with self._lock:

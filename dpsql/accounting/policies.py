@@ -75,6 +75,12 @@ def newest(db: sqlite3.Connection) -> Recorded | None:
     return None if row is None else _recorded(row)
 
 
+def in_force(db: sqlite3.Connection) -> tuple[Cost, dict] | None:
+    """The newest recorded total and binding (what every charge checks, without the whole document)."""
+    row = db.execute("SELECT total_epsilon, total_delta, binding FROM policies ORDER BY id DESC LIMIT 1").fetchone()
+    return None if row is None else (Cost(Decimal(row[0]), Decimal(row[1])), json.loads(row[2]))
+
+
 def history(db: sqlite3.Connection) -> list[Recorded]:
     return [_recorded(r) for r in db.execute(f"SELECT {_COLUMNS} FROM policies ORDER BY id")]
 

@@ -13,7 +13,13 @@ upgraded ledger instead of spending past an analyst's budget or an outdated tota
 """
 from __future__ import annotations
 
+import json
 import sqlite3
+from decimal import Decimal
+
+from dpsql.accounting import policies
+from dpsql.accounting.budget import Cost
+from dpsql.errors import DpsqlError
 
 FORMAT_1 = "dpsql-ledger/1"
 FORMAT = "dpsql-ledger/2"
@@ -114,3 +120,22 @@ def check_columns(db: sqlite3.Connection) -> None:
     """Raise sqlite3.OperationalError ("no such ...") unless every table has its columns."""
     for table, columns in COLUMNS.items():
         db.execute(f"SELECT {columns} FROM {table} LIMIT 0")
+
+
+def upgrade(db: sqlite3.Connection, time: str, corrupt) -> None:
+    """Format 1 to 2, in place, inside the caller's ``BEGIN IMMEDIATE``: every row kept, the format 1
+    policy becomes the first entry of the policy history. Of several processes upgrading at once, the
+    first does it; the others find it done (the format is re-read under the write lock)."""
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    if meta.get("format") != FORMAT_1:
+        return
+    try:
+        document = json.loads(meta["policy"])
+        total = Cost(Decimal(meta["total_epsilon"]), Decimal(meta["total_delta"]))
+        bound = policies.binding(document)
+    except (KeyError, ValueError, AttributeError, ArithmeticError, DpsqlError):
+        raise corrupt("its format 1 policy record cannot be read") from None
+    run(db, SCHEMA_2)
+    set_format(db, FORMAT)
+    db.execute("INSERT INTO upgrades (time, from_format, to_format) VALUES (?, ?, ?)", [time, FORMAT_1, FORMAT])
+    policies.record(db, meta.get("created", time), "created", document, bound, total, None)

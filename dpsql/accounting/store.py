@@ -7,11 +7,12 @@ as ``<db file>.dpsql-ledger.sqlite``; in memory (this connection only) only when
 
 The file fails closed: a corrupt file, a file that is not a dpsql ledger, or an empty one is never
 recreated (DP406); a ledger held locked by another process for longer than ``BUSY_TIMEOUT`` seconds
-is DP405; a ledger made for another policy is DP404. Its identity is the SHA-256 of the policy's
-budget and tables (``accounting/identity.py``), so any change to them, raising the total budget
-included, needs a new ledger path: a new ledger is a new budget, the owner's decision. A new ledger
-file is built under a temporary name and hard-linked into place, so a ledger file that exists is
-always complete, even when many processes create it at once.
+is DP405. A policy may change (its bounds, keys, tables, total budget): the change is recorded and
+the newest total is in force; a policy that changes a privacy unit or a link is refused (DP404) until
+the owner rebinds (``accounting/policies.py``). A format 1 ledger is upgraded in place, in one
+transaction (``accounting/schema.py``). A new ledger file is built under a temporary name and
+hard-linked into place, so a ledger file that exists is always complete, even when many processes
+create it at once.
 """
 from __future__ import annotations
 
@@ -23,13 +24,11 @@ import os
 import secrets
 import sqlite3
 import urllib.parse
-from decimal import Decimal
 
 import pyarrow as pa
 
 from dpsql.accounting import policies, schema
 from dpsql.accounting.budget import Cost
-from dpsql.accounting.identity import canonical, differences
 from dpsql.errors import DpsqlError
 
 SUFFIX = ".dpsql-ledger.sqlite"
@@ -109,8 +108,10 @@ class Store:
     every use of its one SQLite connection.
     """
 
-    def __init__(self, path, document: dict | None, total: Cost | None, *, timeout: float | None = None):
+    def __init__(self, path, document: dict | None, total: Cost | None, *, timeout: float | None = None,
+                 record: bool = True):
         self._document = document
+        self._record = record          # False: a changed policy is checked, not recorded (read-only uses)
         self._total = total
         self.identity = None if document is None else policies.document_identity(document)
         self.timeout = BUSY_TIMEOUT if timeout is None else timeout
@@ -161,11 +162,15 @@ class Store:
         if db is None:
             assert self._total is not None   # a missing file is only allowed with a policy
             return self._total
-        return self.newest(db).total
+        return self.check_bound(db)
 
     def newest(self, db: sqlite3.Connection) -> policies.Recorded:
+        return self._policy(policies.newest, db)
+
+    def _policy(self, read, db: sqlite3.Connection):
+        """What ``read`` finds in the policy history; a ledger without a readable one is corrupt."""
         try:
-            found = policies.newest(db)
+            found = read(db)
         except (ValueError, ArithmeticError, TypeError, KeyError, DpsqlError):
             raise self.corrupt("its policy history cannot be read") from None
         if found is None:
@@ -276,7 +281,8 @@ class Store:
             if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 db.execute("PRAGMA journal_mode=WAL")
             if meta.get("format") == schema.FORMAT_1:
-                self._upgrade(db)
+                with self.transaction(db):
+                    schema.upgrade(db, now(), self.corrupt)
             self._columns(db)
             self._adopt(db)
             return db
@@ -303,53 +309,69 @@ class Store:
                 raise
             raise self.corrupt(f"its tables are not a {schema.FORMAT} ledger's ({e})") from None
 
-    def _upgrade(self, db: sqlite3.Connection) -> None:
-        """Format 1 to 2, in place, in one transaction: every row kept, the format 1 policy becomes the
-        first entry of the policy history. Of several processes upgrading at once, the first does it;
-        the others find it done (the format is re-read under the write lock)."""
-        with self.transaction(db):
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            if meta.get("format") != schema.FORMAT_1:
-                return
-            try:
-                document = json.loads(meta["policy"])
-                total = Cost(Decimal(meta["total_epsilon"]), Decimal(meta["total_delta"]))
-            except (KeyError, ValueError, ArithmeticError, DpsqlError):
-                raise self.corrupt("its format 1 policy record cannot be read") from None
-            schema.run(db, schema.SCHEMA_2)
-            schema.set_format(db, schema.FORMAT)
-            db.execute("INSERT INTO upgrades (time, from_format, to_format) VALUES (?, ?, ?)",
-                       [now(), schema.FORMAT_1, schema.FORMAT])
-            policies.record(db, meta.get("created", now()), "created", document, policies.binding(document),
-                            total, None)
-
     def _check_before_upgrade(self, meta: dict) -> None:
         """A format 1 ledger of an incompatible policy is refused before anything is written."""
+        if self._document is None:
+            return
         try:
-            theirs = json.loads(meta.get("policy", "{}"))
-        except ValueError:
+            theirs = policies.binding(json.loads(meta.get("policy", "{}")))
+        except (ValueError, AttributeError):
             raise self.corrupt("its format 1 policy record cannot be read") from None
-        self._check_policy(theirs, meta.get("policy_identity"))
+        self._check_binding(theirs)
 
     def _adopt(self, db: sqlite3.Connection) -> None:
-        """Take the policy in force from the ledger (no policy given), or check the caller's against it."""
+        """Take the policy in force from the ledger (no policy given), or check the caller's against it
+        and record it if it changed (accounting/policies.py: what may change, what needs a rebind)."""
         found = self.newest(db)
         if self._document is None:
             self._document, self.identity = found.document, found.identity
-            return
-        self._check_policy(found.document, found.identity)
+        elif found.identity != self.identity:
+            self._check_binding(found.binding)
+            if self._record:
+                self.record(db, "changed")
 
-    def _check_policy(self, theirs: dict, found: str | None) -> None:
-        if found == self.identity:
+    def record(self, db: sqlite3.Connection, kind: str) -> tuple[str, ...]:
+        """Record this store's policy as the one in force (kind ``changed`` or ``rebound``), checked
+        again under the write lock; returns the tables whose binding it changes (a rebind's)."""
+        with self.transaction(db):
+            found = self.newest(db)
+            new = policies.binding(self.document)
+            merged, conflicts = policies.merge(found.binding, new)
+            kind = kind if conflicts else "changed"     # a rebind that changes no unit is a plain change
+            if kind == "changed":
+                if found.identity == self.identity:
+                    return ()    # nothing new (another process may have recorded the same change first)
+                self._check_binding(found.binding)
+            bound = merged if kind == "changed" else {**found.binding, **new}   # a rebind: the new one wins
+            policies.record(db, now(), kind, self.document, bound, self.total(None), found)
+            return conflicts
+
+    def rebind(self, document: dict, total: Cost) -> tuple[str, ...]:
+        """The owner's explicit decision: ``document`` is in force and its units bind past spends."""
+        self._document, self._total = document, total
+        self.identity = policies.document_identity(document)
+        return self.record(self.ensure(), "rebound")
+
+    def check_bound(self, db: sqlite3.Connection) -> Cost:
+        """The total in force, after checking that no rebind since this store opened changed what this
+        policy's spends are about (read inside the caller's charge transaction)."""
+        total, bound = self._policy(policies.in_force, db)
+        if self._total is not None:   # a caller's policy: its spends must still mean what they meant
+            self._check_binding(bound)
+        return total
+
+    def _check_binding(self, theirs: dict) -> None:
+        _merged, conflicts = policies.merge(theirs, policies.binding(self.document))
+        if not conflicts:
             return
-        changed = tuple(differences(theirs, json.loads(canonical(self.document)))) or ("(unknown)",)
-        shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+        shown = ", ".join(conflicts[:4]) + (f" and {len(conflicts) - 4} more" if len(conflicts) > 4 else "")
         raise LedgerError(
-            "DP404", f"budget ledger {self.path} belongs to another policy (ledger policy {str(found)[:12]}, "
-                     f"this policy {str(self.identity)[:12]}; they differ in: {shown}); nothing was spent",
-            path=self.path, ledger_identity=found, policy_identity=self.identity, differences=changed,
-            hint="use the policy this ledger was created with, or pass a new ledger path (a new ledger "
-                 "starts a new budget: the data owner's decision)")
+            "DP404", f"budget ledger {self.path} was spent under another privacy unit: this policy changes "
+                     f"{shown}, which would re-interpret past spends; nothing was spent",
+            path=self.path, policy_identity=self.identity, differences=conflicts,
+            hint="use a policy with the ledger's privacy units and links; or, if the data owner decides that "
+                 "past spends count against the new units, record it: dpsql ledger rebind --ledger FILE "
+                 "--policy FILE; or pass a new ledger path (a new budget)")
 
 
 def _fsync(path: str) -> None:

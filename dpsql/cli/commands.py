@@ -23,7 +23,9 @@ import click
 
 import dpsql
 from dpsql.accounting.ledger import MEMORY, Ledger, default_ledger_path
+from dpsql.cli import analysts as analysts_cli
 from dpsql.cli import demo as demo_module
+from dpsql.cli import ledger as ledger_cli
 from dpsql.errors import DpsqlError
 from dpsql.cli.serve import remote_for, serve, server_option
 from dpsql.cli import config
@@ -268,9 +270,10 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
 
 
 @main.command()
-@click.option("--policy", "policy_path", required=True, metavar="policy.yaml",
+@click.option("--policy", "policy_path", default=None, metavar="policy.yaml",
               type=click.Path(exists=True, dir_okay=False),
-              help="The policy the ledger belongs to (a ledger of another policy is refused).")
+              help="Optional: the ledger keeps its policy; with --policy, a policy that changes a privacy "
+                   "unit is refused, and a ledger not yet created shows this policy's total.")
 @click.option("--ledger", "ledger", default=None, metavar="FILE", help="The budget ledger file.")
 @click.option("--db", "db_path", default=None, metavar="FILE.duckdb", type=click.Path(exists=True, dir_okay=False),
               help="Read the default ledger of this database, FILE.duckdb.dpsql-ledger.sqlite.")
@@ -283,15 +286,16 @@ def budget(policy_path, ledger, db_path, fmt):
 
     \b
     Example:
-        dpsql budget --policy policy.yaml --db people.duckdb
-        dpsql budget --policy policy.yaml --ledger budget.sqlite --format json
+        dpsql budget --ledger budget.sqlite
+        dpsql budget --policy policy.yaml --db people.duckdb --format json
     """
 
     if ledger is None and db_path is None:
         raise click.UsageError("pass --ledger FILE, or --db FILE.duckdb for its default ledger")
     path = ledger if ledger is not None else default_ledger_path(db_path)
-    with _reporting_errors(show_details=True):
-        book = Ledger(path, load_policy(policy_path))
+    with analysts_cli.reporting():   # exit 3 for a set-up error: the ledger or the policy
+        # The ledger keeps its policy: --policy only checks it (and gives the total before a first charge).
+        book = Ledger(path, None if policy_path is None else load_policy(policy_path), record=False)
         state = book.budget()
         exists = os.path.exists(book.path)
         book.close()
@@ -328,6 +332,8 @@ def demo(directory, rows):
 
 
 main.add_command(serve)
+main.add_command(analysts_cli.analyst)
+main.add_command(ledger_cli.ledger)
 
 
 if __name__ == "__main__":  # pragma: no cover
