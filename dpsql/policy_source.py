@@ -26,7 +26,7 @@ FORMATS = ("parquet", "csv")
 SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
             ".csv": "csv", ".tsv": "csv", ".txt": "csv"}
 COMPRESSION = (".gz", ".zst")
-FILE_KEYS = {"path", "format", "hive_partitioning", "union_by_name", "header", "delimiter"}
+FILE_KEYS = {"path", "format", "hive_partitioning", "union_by_name", "header", "delimiter", "types"}
 DATABASE_KEYS = {"database", "table"}
 
 
@@ -41,6 +41,7 @@ class Source:
     union_by_name: bool | None = None
     header: bool | None = None
     delimiter: str | None = None
+    types: tuple[tuple[str, str], ...] | None = None   # CSV: column -> DuckDB type, instead of sniffing
     table: str | None = None
 
     @property
@@ -87,11 +88,23 @@ def _file_source(spec: Mapping, path: str) -> Source:
                                       f"add format: {' or '.join(FORMATS)}")
     if fmt not in FORMATS:
         raise _fail(f"{path}.format", f"must be one of: {', '.join(FORMATS)}")
-    header, delimiter = _flag(spec, "header", path), _text(spec, "delimiter", path)
-    if fmt != "csv" and (header is not None or delimiter is not None):
-        raise _fail(path, "header and delimiter are CSV options")
+    header, delimiter, types = _flag(spec, "header", path), _text(spec, "delimiter", path), _types(spec, path)
+    if fmt != "csv" and (header is not None or delimiter is not None or types is not None):
+        raise _fail(path, "header, delimiter and types are CSV options")
     return Source(path=location, format=fmt, hive_partitioning=_flag(spec, "hive_partitioning", path),
-                  union_by_name=_flag(spec, "union_by_name", path), header=header, delimiter=delimiter)
+                  union_by_name=_flag(spec, "union_by_name", path), header=header, delimiter=delimiter, types=types)
+
+
+def _types(spec: Mapping, path: str) -> tuple[tuple[str, str], ...] | None:
+    """``types: {sex: VARCHAR}``: a CSV column's type as given, not sniffed (a column of F alone reads
+    as BOOLEAN)."""
+    if "types" not in spec:
+        return None
+    types = spec["types"]
+    if not isinstance(types, Mapping) or not types or not all(
+            isinstance(k, str) and k and isinstance(v, str) and v for k, v in types.items()):
+        raise _fail(f"{path}.types", "must map column names to DuckDB types ({sex: VARCHAR, age: INTEGER})")
+    return tuple(types.items())
 
 
 def parse_source(spec: Any, path: str) -> Source:

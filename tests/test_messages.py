@@ -3,6 +3,7 @@ hint on every DP402, warnings when the noise swamps the answer or partition sele
 groups, and the kind of each error (refused, set-up, failed) that the CLI's exit code follows."""
 import dataclasses
 import io
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -138,11 +139,17 @@ class _Terminal(io.StringIO):
 def test_the_spinner_shows_on_a_terminal_only():
     tty, pipe = _Terminal(), io.StringIO()
     with spinner("running the query", stream=tty, delay=0):
-        import time
         time.sleep(0.3)
     with spinner("running the query", stream=pipe, delay=0):
         time.sleep(0.05)
     assert "running the query" in tty.getvalue() and pipe.getvalue() == ""
+
+
+def test_the_spinner_never_takes_stdout(capsys):
+    tty = _Terminal()
+    with spinner("running the query", stream=tty, delay=0):
+        print("the answer")
+    assert capsys.readouterr().out == "the answer\n" and "the answer" not in tty.getvalue()
 
 
 def test_the_spinner_waits_a_second():

@@ -127,14 +127,18 @@ def test_empty_result(db):
 
 # --- the README's "Results out" examples run ------------------------------------------------------------
 
-def test_the_readmes_results_examples_run(tmp_path, monkeypatch):
-    import yaml
+def _readme_section(title: str) -> str:
     from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    return readme.split(f"## {title}\n")[1].split("\n## ")[0]
 
-    from dpsql.cli.config import read_config
+
+@pytest.fixture
+def people_files(tmp_path, monkeypatch):
+    """people.duckdb and policy.yaml in the current directory, as the README's examples name them."""
+    import yaml
+
     from tests.conftest import POLICY, make_database
-    section = (Path(__file__).resolve().parents[1] / "README.md").read_text().split("## Results out\n")[1]
-    section = section.split("\n## ")[0]
     con = make_database()
     con.execute(f"ATTACH '{tmp_path / 'people.duckdb'}' AS f")
     for table in ("people", "visits", "prescriptions", "clinics"):
@@ -142,6 +146,18 @@ def test_the_readmes_results_examples_run(tmp_path, monkeypatch):
     con.close()
     (tmp_path / "policy.yaml").write_text(yaml.safe_dump(POLICY))
     monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_readmes_python_example_runs(people_files, capsys):
+    exec(_readme_section("Using it").split("```python\n")[1].split("```")[0], {})
+    assert "dpsql plan for: SELECT COUNT(*) FROM people WHERE age > 60" in capsys.readouterr().out
+
+
+def test_the_readmes_results_examples_run(people_files):
+    from dpsql.cli.config import read_config
+    tmp_path = people_files
+    section = _readme_section("Results out")
     names: dict = {}
     exec(section.split("```python\n")[1].split("```")[0], names)
     res = names["res"]

@@ -236,6 +236,13 @@ def test_a_polars_dataframe():
     assert exact(db) == EXACT_BY_SEX
 
 
+def test_a_polars_column_of_python_objects_is_refused(tmp_path):
+    pl = pytest.importorskip("polars")
+    df = pl.DataFrame({"id": [1], "sex": ["F"], "age": [3], "odd": [object()]}, schema_overrides={"odd": pl.Object})
+    err = refused({"people": df}, policy(), tmp_path, "DP505")
+    assert "table 'people'" in err.message and "polars.DataFrame" in err.message
+
+
 def test_one_dataframe_and_a_dict_mixing_frames_and_paths(tmp_path):
     assert exact(dpsql.connect(frame(), policy=policy(), ledger=":memory:")) == EXACT_BY_SEX
     two = policy()
@@ -332,6 +339,15 @@ def test_a_csv_whose_columns_do_not_match_the_policy(tmp_path):
     err = refused(str(tmp_path / "people.csv"), policy(), tmp_path, "DP502")
     assert "column 'sex' does not exist in table 'people' (read from" in err.message
     assert "people.csv" in err.message and "id, gender, age" in err.message
+    write(tmp_path / "people.csv", "SELECT range AS id, 'F' AS sex, 'n/a' AS age FROM range(5)")
+    err = refused(str(tmp_path / "people.csv"), policy(), tmp_path, "DP502")   # F alone reads as false
+    assert "do not all convert to BOOLEAN (read from" in err.message
+    csv = {"path": str(tmp_path / "people.csv"), "types": {"sex": "VARCHAR"}}   # as given, not sniffed
+    err = refused(None, policy(source=csv), tmp_path, "DP502")
+    assert "number bounds need a numeric column, but 'age' is VARCHAR (read from" in err.message
+    write(tmp_path / "people.csv", "SELECT range AS id, ['F', 'M'][1 + range % 2] AS sex, 'n/a' AS age FROM range(5)")
+    err = refused(str(tmp_path / "people.csv"), policy(), tmp_path, "DP502")
+    assert "number bounds need a numeric column, but 'age' is VARCHAR (read from" in err.message
 
 
 @pytest.mark.parametrize("column", [np.array([1 + 2j, 3j]), [1, "two"], [object(), object()]],
@@ -359,6 +375,7 @@ def test_tables_given_twice_or_not_at_all(tmp_path, parquet):
     ({"path": "x.dat"}, "tables.people.source.format"),
     ({"path": "x.csv", "format": "json"}, "tables.people.source.format"),
     ({"path": "x.parquet", "header": True}, "tables.people.source"),
+    ({"path": "x.csv", "types": {"sex": 1}}, "tables.people.source.types"),
     ({"path": "x.csv", "hive_partitioning": "yes"}, "tables.people.source.hive_partitioning"),
     ({"database": "x.duckdb", "path": "y"}, "tables.people.source.path"),
 ])

@@ -1,8 +1,8 @@
-"""The Engine protocol: where the exact stage runs. An engine opens its data read-only and locked
-down, binds the policy to its catalog (types, key tables), registers the noise function, binds the
-lowered SQL before anything is spent (a binder error is a free refusal: it depends on the SQL and
-the schema only) and runs it to Arrow. DuckDB is the first (``engines/duckdb.py``); see
-docs/architecture.md, "How to add an engine"."""
+"""The Engine protocol: where the exact stage runs. An engine opens its data read-only, reads the
+files and DataFrames the owner named (sources) before it locks itself down, binds the policy to its
+catalog (types, key tables), registers the noise function, binds the lowered SQL before anything is
+spent (a binder error is a free refusal: it depends on the SQL and the schema only) and runs it to
+Arrow. DuckDB is the first (``engines/duckdb.py``); see docs/architecture.md, "How to add an engine"."""
 from __future__ import annotations
 
 from typing import Any, Callable, Protocol
@@ -14,6 +14,15 @@ from dpsql.policy import ColumnPolicy, Policy
 
 class Engine(Protocol):
     dialect: str   # the sqlglot dialect the lowering prints for
+
+    def read_sources(self, policy: Policy) -> dict[str, tuple[str, ...]]:
+        """Before the lock-down: read every table the policy gives a ``source:`` (or the data handed to
+        ``connect``) into the engine; the files read, per table, for the data version (DP505)."""
+        ...
+
+    def check_unchanged(self) -> None:
+        """The files read are unchanged since before the read (DP505 otherwise)."""
+        ...
 
     def bind_policy(self, policy: Policy, prefix: str, data_version: str | None = None) -> Policy:
         """The policy with the catalog's column types and key tables (prefix: their random name),

@@ -63,14 +63,14 @@ def _bind_table(table: TablePolicy, schema: dict[str, str], con, origin: str = "
         sql_type = schema[name]
         if col.bounded and not is_numeric(sql_type):
             dated = " (a DATE or TIMESTAMP column takes dates: lower: 1992-01-01)" if temporal_type(sql_type) else ""
-            raise _fail(f"{path}: number bounds need a numeric column, but {name!r} is {sql_type}{dated}")
+            raise _fail(f"{path}: number bounds need a numeric column, but {name!r} is {sql_type}{origin}{dated}")
         _check_date_bounds(col, sql_type, path)
         keys = col.keys
         if keys is not None:
             try:
                 keys = tuple(k for (k,) in con.execute(cast_keys(sql_type), [list(map(str, keys))]).fetchall())
             except duckdb.Error:
-                raise _fail(f"{path}.keys: keys {list(col.keys)!r} do not all convert to {sql_type}") from None
+                raise _fail(f"{path}.keys: keys {list(col.keys)!r} do not all convert to {sql_type}{origin}") from None
             if len(set(keys)) != len(keys):
                 raise _fail(f"{path}.keys: keys collide after conversion to {sql_type}")
         columns[name] = dataclasses.replace(col, sql_type=sql_type, keys=keys)

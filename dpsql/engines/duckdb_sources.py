@@ -32,7 +32,7 @@ from dpsql.policy_source import Source, format_of
 
 READERS = {"parquet": "read_parquet", "csv": "read_csv"}
 OPTIONS = (("hive_partitioning", "hive_partitioning"), ("union_by_name", "union_by_name"),
-           ("header", "header"), ("delimiter", "delim"))   # Source field -> the reader's parameter
+           ("header", "header"), ("delimiter", "delim"), ("types", "types"))   # Source field -> reader parameter
 # What pandas may infer for an object column that DuckDB reads faithfully; anything else (mixed
 # types, arbitrary objects) would turn into text silently.
 PANDAS_OBJECTS = {"string", "empty", "boolean", "integer", "floating", "mixed-integer-float", "decimal",
@@ -121,7 +121,7 @@ def read_source(con: duckdb.DuckDBPyConnection, table: str, source: Source, file
             return
         args = [(param, getattr(source, field)) for field, param in OPTIONS if getattr(source, field) is not None]
         sql = f"SELECT * FROM {READERS[source.format]}(?{''.join(f', {param} = ?' for param, _ in args)})"
-        params = [list(files)] + [value for _, value in args]
+        params = [list(files)] + [dict(value) if param == "types" else value for param, value in args]
         with file_reader(con) as reader:
             if reader is con:
                 con.execute(f"CREATE TEMP TABLE {quoted(table)} AS {sql}", params)

@@ -1,0 +1,106 @@
+// The result table and its charts, built from a query answer ({columns, types, rows, plan}) as nodes.
+
+import { el, fmt, isNumericType, svg } from "./dom.js";
+
+const INTERVALS = [["_ci_low", "_ci_high"], ["_lo", "_hi"]];
+const MAX_CHART_GROUPS = 40;    // more bars than this are not readable
+const MAX_CHARTS = 4;           // one small chart per numeric output, at most this many
+
+/** Columns as the table shows them: each value column with its interval's columns, if any. */
+export function layout(doc) {
+  const index = new Map(doc.columns.map((c, i) => [c, i]));
+  const kinds = new Map(((doc.plan && doc.plan.outputs) || []).map((o) => [o.name, o.kind]));
+  const taken = new Set();
+  const shown = [];
+  for (const [i, name] of doc.columns.entries()) {
+    for (const [lo, hi] of INTERVALS) {
+      if (index.has(name + lo) && index.has(name + hi)) {
+        shown.push({ name, i, lo: index.get(name + lo), hi: index.get(name + hi) });
+        taken.add(name + lo).add(name + hi);
+        break;
+      }
+    }
+  }
+  const withInterval = new Map(shown.map((s) => [s.i, s]));
+  return doc.columns.flatMap((name, i) => {
+    if (withInterval.has(i)) return [{ ...withInterval.get(i), kind: kinds.get(name), type: doc.types[i] }];
+    if (taken.has(name)) return [];
+    return [{ name, i, lo: null, hi: null, kind: kinds.get(name), type: doc.types[i] }];
+  });
+}
+
+/** The table's head and body: each value with its interval beside it, "[low, high]". */
+export function tableParts(doc, cols, level) {
+  const head = el("tr", {}, cols.map((c) => el("th", { scope: "col", className: isNumericType(c.type) ? "num" : null },
+    c.name, c.lo !== null ? el("span", { className: "ci-head" }, " [" + level + "interval]") : null)));
+  const body = doc.rows.map((row) => el("tr", {}, cols.map((c) => {
+    const cell = el("td", { className: isNumericType(c.type) ? "num" : null }, fmt(row[c.i]));
+    if (c.lo !== null) cell.append(" ", el("span", { className: "ci" }, "[" + fmt(row[c.lo]) + ", " + fmt(row[c.hi]) + "]"));
+    return cell;
+  })));
+  return [el("thead", {}, head), el("tbody", {}, body)];
+}
+
+/** One key column and numeric outputs: a bar chart per output, with its interval as error bars;
+ * null when the answer has no such shape. */
+export function charts(doc, cols, level) {
+  const keys = cols.filter((c) => c.kind === "key" || (!c.kind && c.lo === null && !isNumericType(c.type)));
+  const values = cols.filter((c) => !keys.includes(c) && isNumericType(c.type)).slice(0, MAX_CHARTS);
+  if (keys.length !== 1 || values.length === 0 || doc.rows.length === 0 || doc.rows.length > MAX_CHART_GROUPS) {
+    return null;
+  }
+  const key = keys[0];
+  const bars = values.some((v) => v.lo !== null)
+    ? "whiskers: the " + level + "confidence interval." : "no intervals (set a confidence level to draw them).";
+  return { plots: values.map((v) => barChart(doc.rows, key, v)),
+           caption: "Noisy values by " + key.name + "; " + bars };
+}
+
+function niceTicks(lo, hi) {
+  const raw = (hi - lo) / 4;
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) || raw;
+  const ticks = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) ticks.push(Number(t.toPrecision(12)));
+  return ticks;
+}
+
+function barChart(rows, key, value) {
+  const points = rows.map((r) => ({ label: fmt(r[key.i]), v: r[value.i],
+    lo: value.lo === null ? null : r[value.lo], hi: value.hi === null ? null : r[value.hi] }));
+  const nums = points.flatMap((p) => [p.v, p.lo, p.hi]).filter((x) => typeof x === "number" && Number.isFinite(x));
+  let lo = Math.min(0, ...nums), hi = Math.max(0, ...nums);
+  if (hi === lo) hi = lo + 1;
+  const labelW = Math.min(150, 12 + 7 * Math.max(...points.map((p) => p.label.length)));
+  const W = 440, rowH = 24, top = 26, plotW = W - labelW - 20, H = top + rowH * points.length + 24;
+  const x = (v) => labelW + ((v - lo) / (hi - lo)) * plotW;
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img",
+                             "aria-label": `${value.name} by ${key.name}, bar chart` });
+  chart.append(svg("text", { x: 0, y: 16, class: "chart-title" }, value.name + " by " + key.name));
+  for (const t of niceTicks(lo, hi)) {
+    chart.append(svg("line", { x1: x(t), x2: x(t), y1: top - 4, y2: H - 20, class: t === 0 ? "axis" : "grid" }),
+                 svg("text", { x: x(t), y: H - 6, class: "tick", "text-anchor": "middle" }, fmt(t)));
+  }
+  points.forEach((p, n) => chart.append(barRow(p, n, { x, top, rowH, labelW })));
+  return chart;
+}
+
+function barRow(p, n, { x, top, rowH, labelW }) {
+  const g = svg("g", { class: "row" });
+  const y = top + n * rowH, mid = y + rowH / 2;
+  g.append(svg("text", { x: labelW - 8, y: mid + 4, class: "label", "text-anchor": "end" }, p.label));
+  if (typeof p.v !== "number") return g;
+  const x0 = x(0), xv = x(p.v);
+  const bar = svg("rect", { x: Math.min(x0, xv), y: y + 4, width: Math.max(1, Math.abs(xv - x0)), height: rowH - 8,
+                            class: "bar" });
+  bar.append(svg("title", {}, p.label + ": " + fmt(p.v) + (p.lo !== null ? " [" + fmt(p.lo) + ", " + fmt(p.hi) + "]" : "")));
+  g.append(bar);
+  if (typeof p.lo === "number" && typeof p.hi === "number") {
+    const e = svg("g", { class: "errorbar" });
+    e.append(svg("line", { x1: x(p.lo), x2: x(p.hi), y1: mid, y2: mid }),
+             svg("line", { x1: x(p.lo), x2: x(p.lo), y1: mid - 5, y2: mid + 5 }),
+             svg("line", { x1: x(p.hi), x2: x(p.hi), y1: mid - 5, y2: mid + 5 }));
+    g.append(e);
+  }
+  return g;
+}
