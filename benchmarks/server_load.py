@@ -5,7 +5,7 @@ to a ``dpsql serve`` subprocess on the loopback address; the analyst's budget fi
 them. Checked: exactly N answered, the rest refused with DP402, the ledger's sum exact. Measured:
 throughput (requests/s) and latency percentiles, for answered and refused requests apart.
 
-    python3 benchmarks/server_load.py                      # 50 x 20, N = 100 (about a minute)
+    python3 benchmarks/server_load.py                      # 1 x 20, then 50 x 20, N = 100 (2 minutes)
     python3 benchmarks/server_load.py --clients 5 --queries 4 --fits 6 --rows 1000   # smoke
 
 Writes ``benchmarks/results/server_load.json``; the table is in benchmarks/README.md.
@@ -145,19 +145,22 @@ def measure(clients: int, queries: int, fits: int, rows: int) -> dict:
         ledger.close()
         result = summary(load, fits, spent, len(state.history))
     result.update(clients=clients, queries_per_client=queries, fits=fits, rows=rows, sql=SQL, epsilon=EPSILON,
-                  machine=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+                  machine=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+                  load_average_after=os.getloadavg())
     return result
 
 
-def table(result: dict) -> str:
-    """The README's table."""
-    lines = ["| requests | answered | DP402 | wall s | requests/s | p50 ms | p90 ms | p99 ms |", "|---" * 8 + "|"]
-    for label, key in (("all", "latency_all"), ("answered", "latency_answered"), ("refused", "latency_refused")):
-        lat = result[key]
-        if lat:
-            lines.append(f"| {label}: {lat['count']} | {result['answered']} | {result['refused_dp402']} | "
-                         f"{result['wall_s']:.1f} | {result['requests_per_s']:.1f} | {lat['p50_ms']:.0f} | "
-                         f"{lat['p90_ms']:.0f} | {lat['p99_ms']:.0f} |")
+def table(results: dict) -> str:
+    """The README's table: one row per run and kind of request."""
+    lines = ["| run | requests | answered / DP402 | requests/s | latency of | p50 ms | p90 ms | p99 ms |",
+             "|---" * 8 + "|"]
+    for name, r in results.items():
+        for label, key in (("all", "latency_all"), ("answered", "latency_answered"), ("refused", "latency_refused")):
+            lat = r[key]
+            if lat:
+                lines.append(f"| {name}: {r['clients']} x {r['queries_per_client']} | {r['requests']} | "
+                             f"{r['answered']} / {r['refused_dp402']} | {r['requests_per_s']:.1f} | {label} "
+                             f"({lat['count']}) | {lat['p50_ms']:.0f} | {lat['p90_ms']:.0f} | {lat['p99_ms']:.0f} |")
     return "\n".join(lines)
 
 
@@ -169,11 +172,13 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    result = measure(args.clients, args.queries, args.fits, args.rows)
+    # One client alone first: the service time of one request, without a queue.
+    results = {"one client": measure(1, args.queries, args.queries // 2, args.rows),
+               "concurrent": measure(args.clients, args.queries, args.fits, args.rows)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(table(result))
-    print("checks:", result["checks"])
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results))
+    print("checks:", {name: r["checks"] for name, r in results.items()})
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import http.client
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,10 @@ class Remote:
         self.url = url.rstrip("/")
         self._token = find_token(token)
         self.timeout = timeout
+        # A server on this machine is reached directly, never through an HTTP proxy from the environment.
+        host = urllib.parse.urlsplit(self.url).hostname or ""
+        direct = host in ("localhost", "127.0.0.1", "::1")
+        self._opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if direct else []))
 
     def __repr__(self) -> str:   # never the token
         return f"<dpsql.Remote {self.url}>"
@@ -136,7 +141,7 @@ class Remote:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with self._opener.open(request, timeout=self.timeout) as response:
                 return response.read()
         except urllib.error.HTTPError as e:
             raise rebuild_error(e.code, e.read(), sql) from None

@@ -118,6 +118,13 @@ def test_the_token_comes_from_the_environment_or_a_file(served, monkeypatch, tmp
         dpsql.remote(url)
 
 
+def test_a_local_server_is_reached_without_the_environments_proxy(served, monkeypatch):
+    _, token, url = served
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{free_port()}")   # nothing listens there
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+    assert dpsql.remote(url, token).budget.total_epsilon == 20
+
+
 def test_an_unreachable_server_is_a_connection_error():
     with pytest.raises(ConnectionError):
         dpsql.remote(f"http://127.0.0.1:{free_port()}", "dpsql_x", timeout=5).sql(COUNT)
@@ -168,3 +175,18 @@ def test_results_from_arrow_keep_exact_types(served):
     _, token, url = served
     table = dpsql.remote(url, token).sql("SELECT clinic, region, doctors FROM clinics ORDER BY clinic").arrow()
     assert table.schema.field("doctors").type == pa.int32() and table.num_rows == 3
+
+
+def test_demo_serve_prepares_an_analyst_and_serves_the_demo_data(tmp_path, monkeypatch):
+    import dpsql.server.run as run_module
+    from dpsql.accounting.ledger import Ledger
+    served_with = {}
+    monkeypatch.setattr(run_module, "serve", lambda *args, **kwargs: served_with.update(args=args, **kwargs))
+    out = CliRunner().invoke(cli.main, ["demo", "--rows", "300", "--dir", str(tmp_path), "--serve"])
+    assert out.exit_code == 0, out.output
+    db_path, policy_path = served_with["args"]
+    assert (served_with["host"], served_with["port"]) == ("127.0.0.1", 8765)
+    token = out.stdout.split("shown once:")[1].split()[0]
+    book = Ledger(db_path + ".dpsql-ledger.sqlite")
+    assert book.authenticate(token).startswith("demo-")
+    book.close()

@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import sys
+import tempfile
 from typing import Iterator
 
 import click
@@ -27,7 +28,7 @@ from dpsql.cli import analysts as analysts_cli
 from dpsql.cli import demo as demo_module
 from dpsql.cli import ledger as ledger_cli
 from dpsql.errors import DpsqlError
-from dpsql.cli.serve import remote_for, serve, server_option
+from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
 from dpsql.cli import config
 from dpsql.cli.output import FORMATS, output_format, render, write
 from dpsql.cli.progress import spinner
@@ -312,7 +313,9 @@ def budget(policy_path, ledger, db_path, fmt):
                    "(default: a temporary directory).")
 @click.option("--rows", default=20_000, show_default=True, type=click.IntRange(min=1),
               help="Number of synthetic people.")
-def demo(directory, rows):
+@click.option("--serve", "serve_it", is_flag=True, default=False,
+              help="Then serve the demo data on http://127.0.0.1:8765/ with a new analyst's token (printed).")
+def demo(directory, rows, serve_it):
     """Build a bundled synthetic dataset and run example queries against it.
 
     Prints, for each example, the SQL, the plan, and the noisy answer next to the exact answer
@@ -327,7 +330,11 @@ def demo(directory, rows):
     """
 
     with _reporting_errors(show_details=True):
+        if serve_it and directory is None:   # the server needs the files after the tour
+            directory = tempfile.mkdtemp(prefix="dpsql-demo-")
         demo_module.run(dir=directory, out=click.echo, rows=rows)
+    if serve_it:
+        serve_demo(directory)
 
 
 

@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 import click
 
@@ -83,6 +84,40 @@ def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, work
     try:
         run_server(db_path, policy_path, ledger, host=host, port=port, limits=limits,
                    cors_origins=tuple(cors_origins), log_level=log_level)
+    except DpsqlError as err:
+        click.echo(err.format(), err=True)
+        raise SystemExit(getattr(err, "exit_code", 2)) from None
+
+
+def prepare_demo(directory: str, epsilon: float = 5.0) -> tuple[str, str, str]:
+    """After ``dpsql demo --dir D``: an analyst on the demo's ledger; (database, policy, token)."""
+    import secrets
+
+    from dpsql.accounting.ledger import Ledger, default_ledger_path
+    from dpsql.cli import demo as demo_module
+    from dpsql.policy import load_policy
+
+    db_path = str(Path(directory) / demo_module.DB_NAME)
+    policy_path = str(Path(directory) / demo_module.POLICY_NAME)
+    book = Ledger(default_ledger_path(db_path), load_policy(policy_path))
+    try:
+        token = book.add_analyst(f"demo-{secrets.token_hex(3)}", epsilon)
+    finally:
+        book.close()
+    return db_path, policy_path, token
+
+
+def serve_demo(directory: str, port: int = 8765) -> None:
+    """``dpsql demo --serve``: serve the demo data on 127.0.0.1 with a fresh analyst's token."""
+    from dpsql.server.run import serve as run_server
+
+    db_path, policy_path, token = prepare_demo(directory)
+    click.echo(f"\nServing the demo on http://127.0.0.1:{port}/ (Ctrl-C stops it). An analyst's token "
+               f"(epsilon 5 of the total), shown once:\n\n  {token}\n\nTry:\n"
+               f"  DPSQL_TOKEN={token} dpsql query \"SELECT clinic, COUNT(*) AS n FROM visits GROUP BY clinic\" "
+               f"--server http://127.0.0.1:{port}\n")
+    try:
+        run_server(db_path, policy_path, host="127.0.0.1", port=port)
     except DpsqlError as err:
         click.echo(err.format(), err=True)
         raise SystemExit(getattr(err, "exit_code", 2)) from None
