@@ -28,6 +28,7 @@ from dpsql.policy_graph import Declared, Link, invalid as _fail, parse_link, res
 from dpsql.policy_source import Source, parse_source, rebase_sources
 
 ROW = "row"
+MAX_KEY_RANGE = 1_000_000   # keys one `keys: {range: ...}` may declare
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,8 @@ def _column(name: str, spec: Any, path: str) -> ColumnPolicy:
         if max(abs(lower), abs(upper)) > MAX_BOUND:
             raise _fail(path, f"bounds must lie within +-2**50 ({MAX_BOUND:g})")
     keys = spec.get("keys")
+    if isinstance(keys, Mapping):
+        keys = _key_range(keys, f"{path}.keys")
     if keys is not None:
         if not isinstance(keys, (list, tuple)) or not keys:
             raise _fail(f"{path}.keys", "must be a non-empty list")
@@ -210,6 +213,22 @@ def _column(name: str, spec: Any, path: str) -> ColumnPolicy:
         raise _fail(path, "an identifier column cannot have keys or bounds")
     return ColumnPolicy(name=name, identifier=identifier, type=ctype, lower=lower, upper=upper, keys=keys,
                         dates=dates)
+
+
+def _key_range(spec: Mapping, path: str) -> list[int]:
+    """``keys: {range: [0, 120]}`` (both ends included), or ``{range: [0, 120], step: 5}``: integers."""
+    spec = _mapping(spec, path, {"range", "step"})
+    ends = spec.get("range")
+    if not isinstance(ends, (list, tuple)) or len(ends) != 2:
+        raise _fail(f"{path}.range", "must be [first, last], two whole numbers")
+    first, last = (int(_number(v, f"{path}.range[{i}]", integer=True, what="a whole number"))
+                   for i, v in enumerate(ends))
+    step = int(_number(spec.get("step", 1), f"{path}.step", integer=True, positive=True, what="a whole number"))
+    if first > last:
+        raise _fail(f"{path}.range", f"first must be <= last ({first} > {last})")
+    if (last - first) // step + 1 > MAX_KEY_RANGE:
+        raise _fail(f"{path}.range", f"gives {(last - first) // step + 1} keys, more than {MAX_KEY_RANGE}")
+    return list(range(first, last + 1, step))
 
 
 def _moment(value: Any) -> datetime.date | None:

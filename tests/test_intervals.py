@@ -62,3 +62,16 @@ def test_unbounded_columns_give_no_bound_unless_only_in_conditions():
     assert interval(sqlglot.parse_one("a + z"), bound) is None
     assert interval(sqlglot.parse_one("CASE WHEN z = 'x' THEN a ELSE 2 END"), bound) == (0.0, 2.0)
     assert not math.isinf(interval(sqlglot.parse_one("a * 1e300"), bound)[1])
+
+
+def test_greatest_and_least_skip_null_arguments():
+    # DuckDB's LEAST(NULL, 300) is 300: an argument that can be NULL may drop out of the comparison.
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (-3.0, 1.0), (NULL, 2.0), (2.0, NULL), (NULL, NULL)) v(a, b)")
+    bound = {"a": (-5.0, 5.0), "b": (0.0, 2.0)}.get
+    for expr in ["LEAST(a, b)", "GREATEST(a, b)", "LEAST(TRY_CAST(a AS UTINYINT), 300)", "GREATEST(a, 4, b)",
+                 "LEAST(a, 4, 1)", "GREATEST(-a, b)"]:
+        lo, hi = interval(sqlglot.parse_one(expr, read="duckdb"), bound)
+        values = [v for (v,) in con.execute(f"SELECT TRY({expr}) FROM t").fetchall() if v is not None]
+        assert values and all(lo <= v <= hi for v in values), (expr, values, (lo, hi))
+    assert interval(sqlglot.parse_one("LEAST(a, 4, 1)"), bound) == (-5.0, 1.0)

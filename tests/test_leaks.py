@@ -457,7 +457,17 @@ FINDINGS = [
     "SELECT date_trunc('quarter', day) AS q, FLOOR(f64 / 250) AS b, COUNT(*) FROM visits GROUP BY q, b",
     "SELECT COUNT(*) FROM people WHERE day <= DATE '2008-12-31' - INTERVAL '90' DAY AND day > '2001-06-01'",
     "SELECT COUNT(*) FROM visits WHERE ts BETWEEN DATE '2020-01-02' AND '2020-01-05 10:00:00' "
-    "AND day IN (DATE '2000-01-01' + INTERVAL 1 MONTH, '2004-02-29')",
+    "AND day IN (DATE '2000-01-01' + INTERVAL 1 MONTH, '2004-02-29')",    # keys and bounds from the policy (issue 14): numeric keys as bounds (the neighbours' grades lie
+    # outside), CASE bands of literals, WHERE pruning public groups, literals in the column's type
+    "SELECT AVG(grade) AS a, SUM(flag) AS s, VAR_POP(grade) AS v FROM visits",
+    "SELECT tier, AVG(grade * 2 + flag) AS a FROM people GROUP BY tier ORDER BY a",
+    "SELECT CASE WHEN i8 < 0 THEN 'neg' WHEN i8 < 10 THEN 'small' END AS b, COUNT(*) AS n FROM people "
+    "GROUP BY b ORDER BY n",
+    "SELECT IF(txt = 'alpha', 1.5, 2) AS b, SUM(f64) AS s FROM visits GROUP BY b ORDER BY s DESC",
+    "SELECT grade, COUNT(*) AS n FROM visits WHERE grade IN (1, 5) AND f64 > 0 GROUP BY grade ORDER BY n",
+    "SELECT tier, grade, COUNT(*) FROM people WHERE tier = 'bronze' OR grade > 4 GROUP BY tier, grade",
+    "SELECT COUNT(*) FROM people WHERE i8 = '12' OR i64 IN ('-3', ' 7 ') OR u64 = TRUE OR ok = 0 OR f64 < '1e3'",
+    "SELECT COUNT(person_id) AS n, SUM(i8) AS s FROM visits",
 ]
 # COUNT(*, contribution_bounds_per_group => (X, X)): every unit counts X, so the exact count is
 # units * X, which overflows a BIGINT cast on the neighbour only when the base sits just below 2**63:
@@ -521,7 +531,12 @@ KEY_EXPRESSIONS = ["CASE WHEN flag = 1 THEN 'one' END", f"grade = {TINY}", "grad
                    "grade // 0", "COALESCE(CASE WHEN grade > 2 THEN grade END, 0)",
                    # derived from bounds
                    "year(day)", "EXTRACT(YEAR FROM day) - 2000", "date_trunc('month', ts)", "date_trunc('quarter', day)",
-                   "FLOOR(f64 / 100) * 100", "i16 // 100", "FLOOR(dec / 250)", "FLOOR(i8 / 10)"]
+                   "FLOOR(f64 / 100) * 100", "i16 // 100", "FLOOR(dec / 250)", "FLOOR(i8 / 10)",
+                   # a CASE of literals over columns without keys (issue 14)
+                   "CASE WHEN i8 < 0 THEN 'neg' WHEN i8 < 10 THEN 'small' ELSE 'big' END", "IF(f64 > 0, 1.5, 2)",
+                   "CASE WHEN txt = 'alpha' THEN 1 END"]
+KEYED_NUMBERS = ["grade", "flag"]   # numeric columns with public keys: bounded by them (issue 14)
+CLEAN_CASTS = ["TRUE", "'12'", "'-3'", "' 7 '"]   # literals a number column's comparison converts (issue 14)
 PRIVATE_KEYS = ["zip", "txt", "i8", "day", "f64", "f32", "dec", "u64", "ok", "ts", f"age = {TINY}", f"i64 > {TINY}",
                 "length(txt)", "upper(txt)", "i8 * 2", "CAST(f64 AS INT)", "year(day)", "isnan(f64)"]
 
@@ -547,7 +562,7 @@ class Typed:
         """A numeric expression over the bounded columns."""
         choice = self.draw(st.integers(0, 12 if depth > 0 else 1))
         if choice <= 1:
-            return self.pick(NUMERIC)
+            return self.pick(NUMERIC + KEYED_NUMBERS)
         if choice == 2:
             return f"-{self.number(depth - 1)}"
         if choice == 3:
@@ -609,7 +624,10 @@ class Typed:
                               f"date_trunc('month', ts) > {self.pick(DATE_LITERALS)}"])
         if choice == 5:
             return self.pick(["ok", "NOT ok", "ok = true", "isnan(f64)", "isinf(f32)", "f64 IS NULL",
-                              "txt IS NOT NULL", "day IS NULL", "ok IS NULL"])
+                              "txt IS NOT NULL", "day IS NULL", "ok IS NULL",
+                              # literals in the column's type, and conditions that prune public groups
+                              f"{self.pick(NUMERIC)} = {self.pick(CLEAN_CASTS)}",
+                              "ok = 1", "grade IN ('1', 4)", "tier = 'gold'", "flag = 1", "grade BETWEEN 2 AND 4"])
         if choice == 6:
             return f"{self.pick(NUMERIC)} BETWEEN {self.number_literal()} AND {self.number_literal()}"
         if choice == 7:
@@ -633,7 +651,8 @@ class Typed:
         if kind == 1:
             return f"COUNT({self.any(2)})"
         if kind == 2:
-            per_table = ["COUNT(DISTINCT person_id)", "COUNT(DISTINCT clinic)"] if user else ["COUNT(DISTINCT sex)"]
+            per_table = ["COUNT(DISTINCT person_id)", "COUNT(DISTINCT clinic)", "COUNT(person_id)"] if user else \
+                ["COUNT(DISTINCT sex)"]
             return self.pick(["COUNT(DISTINCT tier)", "COUNT(DISTINCT grade)", "COUNT(DISTINCT flag)", *per_table])
         fname = self.pick(["SUM", "SUM", "AVG", "AVG", "VAR_POP", "VAR_SAMP", "STDDEV_POP", "STDDEV_SAMP",
                            "MEDIAN", "QUANTILE_CONT"])

@@ -342,6 +342,9 @@ main.add_command(serve)
 main.add_command(analysts_cli.analyst)
 main.add_command(ledger_cli.ledger)
 
+from dpsql.cli.policy_cmd import policy as _policy  # noqa: E402 - the group registers after main
+main.add_command(_policy)
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()

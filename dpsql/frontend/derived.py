@@ -37,9 +37,12 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+import dataclasses
+
 from dpsql.frontend.literals import temporal_literal, temporal_type
-from dpsql.frontend.totality import INTEGER_TYPES, base_type
-from dpsql.policy import ColumnPolicy
+from dpsql.frontend.totality import BOOLEAN, INTEGER_TYPES, NUMBER, base_type, type_family
+from dpsql.plan.sensitivity import MAX_BOUND
+from dpsql.policy import ColumnPolicy, TablePolicy
 
 MAX_DERIVED_KEYS = 10_000   # groups one derived GROUP BY column may release
 MONTHS = {"YEAR": 12, "QUARTER": 3, "MONTH": 1}   # the calendar periods, in months
@@ -76,6 +79,68 @@ def derive(expression: exp.Expression, column: ColumnPolicy) -> DerivedKeys | To
     if kind in ("floor", "trunc") and column.bounded:
         return _bins(column, kind, parameter)
     return None
+
+
+def key_bounds(table: TablePolicy) -> TablePolicy:
+    """The table with bounds implied by declared keys: a numeric (or BOOLEAN) column whose keys are
+    all its values may be clamped to [min, max] of them (``married: {keys: [0, 1]}`` makes
+    ``AVG(married)`` summable). Read from the policy alone; declared bounds win. A column whose
+    keys are not numbers (a VARCHAR column with keys [1, 2]) gets none.
+
+    >>> t = TablePolicy("t", "row", columns={"m": ColumnPolicy("m", keys=(0, 1), sql_type="BIGINT")})
+    >>> key_bounds(t).columns["m"].lower, key_bounds(t).columns["m"].upper
+    (0.0, 1.0)
+    """
+    implied = {}
+    for name, column in table.columns.items():
+        if column.keys is None or column.bounded or column.dates is not None or \
+                type_family(column.sql_type) not in (NUMBER, BOOLEAN):
+            continue
+        try:
+            values = [float(k) for k in column.keys]
+        except (TypeError, ValueError):   # keys not converted to the column's type (not bound yet)
+            continue
+        if all(math.isfinite(v) and abs(v) <= MAX_BOUND for v in values):
+            implied[name] = dataclasses.replace(column, lower=min(values), upper=max(values))
+    return dataclasses.replace(table, columns={**table.columns, **implied}) if implied else table
+
+
+def literal_branches(expression: exp.Expression) -> tuple[exp.Expression, ...] | None:
+    """The values a GROUP BY item ``CASE WHEN ... THEN <literal> ... [ELSE <literal>] END`` (or
+    ``IF(c, <literal>, <literal>)``) can take, NULL included when no ELSE says otherwise; None when
+    some branch is not a literal. Each row lands in one of them whatever its conditions read (a
+    condition that fails on a row is NULL there, under TRY: the row takes the next branch), so these
+    groups follow from the query alone, as a fixed set of filtered counts would.
+
+    >>> [b.sql() for b in literal_branches(exp.maybe_parse("CASE WHEN age < 18 THEN 'child' END"))]
+    ["'child'", 'NULL']
+    """
+    while isinstance(expression, exp.Paren):
+        expression = expression.this
+    if isinstance(expression, exp.Case):
+        values = [i.args.get("true") for i in expression.args.get("ifs") or []]
+        values.append(expression.args.get("default") or exp.Null())
+    elif isinstance(expression, exp.If):
+        values = [expression.args.get("true"), expression.args.get("false") or exp.Null()]
+    else:
+        return None
+    if not values[:-1] or not all(_is_literal(v) for v in values):
+        return None
+    return tuple(dict.fromkeys(v.unnest() for v in values))
+
+
+def branch_choice(branches: tuple[exp.Expression, ...], index: exp.Expression) -> exp.Expression:
+    """``CASE index WHEN 0 THEN b0 WHEN 1 THEN b1 ... END``: the item's branches as one expression of
+    DuckDB's common type of them, which is the CASE's own type (so its groups join with the rows')."""
+    return exp.Case(this=index, ifs=[exp.If(this=exp.Literal.number(i), true=b.copy()) for i, b in enumerate(branches)])
+
+
+def _is_literal(node: exp.Expression | None) -> bool:
+    node = node.unnest() if node is not None else None
+    if isinstance(node, exp.Neg):
+        node = node.this
+        return isinstance(node, exp.Literal) and not node.is_string
+    return isinstance(node, (exp.Literal, exp.Boolean, exp.Null))
 
 
 # --- recognising the item ----------------------------------------------------------------------------

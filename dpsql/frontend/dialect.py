@@ -24,6 +24,7 @@ from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.generators.duckdb import DuckDBGenerator
 from sqlglot.parsers.duckdb import DuckDBParser
+from sqlglot.tokens import TokenType
 
 DP_AGGREGATES = ("COUNT", "SUM", "AVG", "VAR_POP", "VAR_SAMP", "VARIANCE", "STDDEV", "STDDEV_POP", "STDDEV_SAMP",
                  "MEDIAN", "QUANTILE_CONT", "PERCENTILE_CONT")
@@ -63,9 +64,14 @@ class _Bounded:
         self.from_arg_list = _accepting_bounds(node_type.from_arg_list)
 
 
+# SmartNoise SQL's names for DuckDB's sample variance and standard deviation.
+SMARTNOISE_AGGREGATES = {"VAR": exp.Variance, "STD": exp.Stddev}
+
+
 class DpsqlParser(DuckDBParser):
     FUNCTIONS = {**DuckDBParser.FUNCTIONS,
-                 **{name: _accepting_bounds(DuckDBParser.FUNCTIONS[name]) for name in DP_AGGREGATES}}
+                 **{name: _accepting_bounds(DuckDBParser.FUNCTIONS[name]) for name in DP_AGGREGATES},
+                 **{name: _accepting_bounds(node.from_arg_list) for name, node in SMARTNOISE_AGGREGATES.items()}}
     # DuckDB parses QUANTILE_CONT with a function parser of its own (for its DISTINCT form), which
     # bypasses FUNCTIONS and dropped named arguments: hand that parser a builder that keeps them.
     FUNCTION_PARSERS = {
@@ -84,6 +90,15 @@ class DpsqlParser(DuckDBParser):
             self._dp_clause = self.expression(DifferentialPrivacy(expressions=options))
             return None
         return super()._parse_hint()
+
+    def _parse_limit(self, this=None, top=False, skip_limit_token=False):
+        # SmartNoise's (and T-SQL's) ``SELECT TOP n``: a LIMIT. TOP is no keyword in DuckDB, so a
+        # column named top still parses; only TOP followed by a number is taken.
+        if top and self._curr and self._curr.text.upper() == "TOP" and self._next and \
+                self._next.token_type == TokenType.NUMBER:
+            self._advance()
+            return super()._parse_limit(this, top=True, skip_limit_token=True)
+        return super()._parse_limit(this, top, skip_limit_token)
 
     _dp_clause = None
 

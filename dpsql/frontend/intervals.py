@@ -92,11 +92,17 @@ def _branches(node: exp.Expression, bounds) -> Interval | None:
 
 
 def _extremes(node: exp.Expression, bounds) -> Interval | None:
-    parts = [_interval(a, bounds) for a in [node.this, *node.expressions]]
+    """GREATEST/LEAST. DuckDB skips NULL arguments: ``LEAST(TRY_CAST(x AS UBIGINT), 10)`` is 10 where
+    the cast fails. So an argument that can be NULL (anything but a literal) may drop out, and the far
+    bound is the literals' alone, or with no literal any one argument's."""
+    arguments = [node.this, *node.expressions]
+    parts = [_interval(a, bounds) for a in arguments]
     if any(p is None for p in parts):
         return None
-    pick = max if isinstance(node, exp.Greatest) else min
-    return pick(p[0] for p in parts), pick(p[1] for p in parts)
+    fixed = [p for a, p in zip(arguments, parts) if isinstance(a.unnest(), (exp.Literal, exp.Boolean))]
+    if isinstance(node, exp.Greatest):
+        return max(p[0] for p in fixed) if fixed else min(p[0] for p in parts), max(p[1] for p in parts)
+    return min(p[0] for p in parts), min(p[1] for p in fixed) if fixed else max(p[1] for p in parts)
 
 
 def _absolute(node: exp.Expression, bounds) -> Interval | None:

@@ -15,6 +15,8 @@ from dpsql.frontend.dialect import Dpsql
 from dpsql.errors import SqlSyntaxError, UnsupportedConstruct
 
 DIALECT = Dpsql
+# DuckDB's own schemas and catalogs: a table qualified by one of them is not a SmartNoise-style name.
+ENGINE_SCHEMAS = {"main", "temp", "system", "memory", "information_schema", "pg_catalog"}
 
 
 
@@ -102,4 +104,23 @@ def parse(sql: str) -> exp.Expression:
                                    sql=sql, start=start, end=end)
         err.rule = "one_statement"
         raise err
-    return statements[0]
+    return unqualified_tables(statements[0])
+
+
+def unqualified_tables(statement: exp.Expression) -> exp.Expression:
+    """A qualified table name (SmartNoise's ``PUMS.PUMS``, ``Sales.Orders``, ``Finance.Sales.Orders``)
+    names the table itself: dpsql reads one database, whose tables the policy names unqualified, and
+    the table must still be one of the policy's. Names that say where DuckDB should look (one of its
+    own catalogs or schemas: ``main.people``, ``temp.x``, ``memory.main.x``) are left for the
+    validator to refuse.
+
+    >>> unqualified_tables(sqlglot.parse_one("SELECT COUNT(*) FROM PUMS.PUMS AS p")).sql()
+    'SELECT COUNT(*) FROM PUMS AS p'
+    """
+    for table in statement.find_all(exp.Table):
+        qualifiers = [table.args.get(k) for k in ("db", "catalog") if table.args.get(k) is not None]
+        if isinstance(table.this, exp.Identifier) and qualifiers and all(
+                isinstance(q, exp.Identifier) and q.name.lower() not in ENGINE_SCHEMAS for q in qualifiers):
+            table.set("db", None)
+            table.set("catalog", None)
+    return statement

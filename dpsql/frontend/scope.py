@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from sqlglot import exp
 from dpsql.errors import UnsupportedConstruct
-from dpsql.frontend.derived import DerivedKeys, TooManyKeys, derive
+from dpsql.frontend.derived import DerivedKeys, TooManyKeys, derive, literal_branches
 from dpsql.frontend.intervals import interval
 from dpsql.frontend.options import QueryOptions, number
 from dpsql.frontend.parse import span
@@ -78,6 +78,7 @@ class KeySpec:
     expression: exp.Expression      # the column or expression grouped on
     columns: tuple[ColumnPolicy, ...]
     derived: tuple[DerivedKeys | TooManyKeys, ...] = ()   # keys of columns without declared ones, from bounds
+    branches: tuple[exp.Expression, ...] | None = None      # a CASE of literals over other columns: its values
 
     def derived_for(self, column: str) -> DerivedKeys | TooManyKeys | None:
         return next((d for d in self.derived if d.column == column), None)
@@ -123,7 +124,10 @@ def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
         expression = unqualified(node)
         derived = tuple(d for d in (derive(expression, c) for c in cols if c.keys is None and c.public_source is None)
                         if d is not None)
-        keys.append(KeySpec(node=item, expression=expression, columns=cols, derived=derived))
+        public = {d.column for d in derived if isinstance(d, DerivedKeys)}
+        private = [c for c in cols if c.keys is None and c.public_source is None and c.name not in public]
+        branches = literal_branches(expression) if private else None
+        keys.append(KeySpec(node=item, expression=expression, columns=cols, derived=derived, branches=branches))
     return keys
 
 

@@ -17,6 +17,8 @@ import dataclasses
 from sqlglot import exp
 
 from dpsql.errors import DpsqlError
+from dpsql.frontend.coerce import coerce_literals, unit_counts
+from dpsql.frontend.derived import key_bounds
 from dpsql.frontend.options import query_options
 from dpsql.policy import Policy
 from dpsql.frontend.scope import Scope, name_of
@@ -57,8 +59,12 @@ def validate(select: exp.Expression, sql: str, policy: Policy) -> Scope:
     """Run every rule in order; return the scope (table, alias, DP options) of an accepted query."""
     scope = _checked(select, Scope(sql=sql, policy=policy), SOURCE_RULES)
     table = select.args["from_"].this
-    scope = dataclasses.replace(scope, table=policy.tables[name_of(table)],
+    scope = dataclasses.replace(scope, table=key_bounds(policy.tables[name_of(table)]),
                                 alias=table.alias.lower() if table.alias else None)
+    # What the user meant, made total (in place: the plan reads the same tree): literals in their
+    # column's type, COUNT(unit) as COUNT(*) on a plain table (a joined relation's unit is its own).
+    coerce_literals(select, scope.types)
+    unit_counts(select, None if scope.table.row_level or scope.table.source is not None else scope.table.privacy_unit)
     scope = _checked(select, scope, QUERY_RULES)
     # dp_options accepted them: reading them now cannot fail.
     return dataclasses.replace(scope, options=query_options(select, scope.refuse))

@@ -10,6 +10,7 @@ from dpsql.lower.sql import alias, cast, col, ident
 from dpsql.lower.names import key_names
 from dpsql.lower.guard import column_types, guarded, quoted, safe
 from dpsql.frontend.totality import narrow_dates
+from dpsql.frontend.derived import branch_choice
 
 
 def key_literal(value, sql_type: str) -> exp.Expression:
@@ -73,11 +74,20 @@ def key_domain(plan: Plan, key, name: str) -> exp.Select:
     Computed in SQL from the keys alone (literals, or the TEMP tables dpsql filled from the policy;
     never the private table), so the set of groups released is public.
     """
+    if key.branches is not None:   # a CASE of literals: its branches, whatever the columns hold
+        index = exp.select(alias(exp.Unnest(expressions=[exp.Array(expressions=[
+            exp.Literal.number(i) for i in range(len(key.branches))])]), "__b"))
+        choice = safe(quoted(branch_choice(key.branches, col("__b"))), plan)
+        return exp.select(alias(choice, name)).from_(exp.Subquery(this=index, alias=exp.TableAlias(
+            this=ident("__b")))).distinct()
     parts = [exp.Subquery(this=declared_keys(plan, c), alias=exp.TableAlias(this=ident(f"__c{i}")))
              for i, c in enumerate(key.columns)]
     query = exp.select(alias(safe(quoted(key.expression), plan), name)).from_(parts[0])
     for part in parts[1:]:
         query = query.join(part, join_type="CROSS")
+    if key.filters:   # WHERE conjuncts over these keys only: groups no row can reach (plan/build.py _pruned)
+        types = column_types(plan)
+        query = query.where(*[guarded(narrow_dates(quoted(f), types), types) for f in key.filters], copy=False)
     return query.distinct() if key.column is None else query
 
 

@@ -12,6 +12,7 @@ with its sensitivity and share of epsilon, partition selection, and HAVING/ORDER
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from sqlglot import exp
@@ -21,7 +22,8 @@ from dpsql.policy import TablePolicy
 from dpsql.frontend.options import aggregate_bounds
 from dpsql.plan.sensitivity import count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity, sum_sensitivity, unit_total_sensitivity
 from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism
-from dpsql.frontend.scope import AGGREGATES, Scope, argument_bounds, group_keys, is_key, name_of, quantile_of
+from dpsql.frontend.relation import conjuncts
+from dpsql.frontend.scope import AGGREGATES, Scope, argument_bounds, columns_in, group_keys, is_key, name_of, quantile_of
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
 from dpsql.plan.model import GroupKey, KeyColumn, Measurement, Output, Plan, Selection
 from dpsql.plan.allocation import check_budget_parameters, share
@@ -215,14 +217,15 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     _check_release_options(confidence, nonnegative)
     table = scope.table
     specs = group_keys(select, scope)
-    keys = [GroupKey(k.expression, tuple(_key_column(c, k) for c in k.columns)) for k in specs]
+    keys = [_pruned(GroupKey(k.expression, tuple(_key_column(c, k) for c in k.columns), k.branches), select)
+            for k in specs]
     collected = _Outputs(scope, specs, keys)
     visible = collected.select(select)
     having = select.args.get("having")
     having = having.this.copy().transform(collected.to_slot) if having is not None else None
     order = collected.order(select, visible)
     L, C = _contribution_limits(scope, keys)
-    private = [(spec, c) for spec, key in zip(specs, keys) for c in key.columns if c.keys is None]
+    private = [(spec, c) for spec, key in zip(specs, keys) if not key.public for c in key.columns if c.keys is None]
     if private and delta == 0:
         _refuse_private(scope, *private[0])
     measurements, outputs = _measurements(_unique_names(collected.items), L, C, epsilon, selecting=bool(private),
@@ -244,6 +247,20 @@ def _key_column(column, spec) -> KeyColumn:
     if isinstance(derived, DerivedKeys):
         return KeyColumn(column.name, column.sql_type, derived.values, derived=derived)
     return KeyColumn(column.name, column.sql_type, column.keys)
+
+
+def _pruned(key: GroupKey, select: exp.Select) -> GroupKey:
+    """The key with the WHERE conjuncts that read only its declared-key columns (``educ IN (2, 3)``):
+    a group whose keys fail them holds no row, so it is not released. Evaluated on the keys alone
+    (lower/keys.py key_domain), never on the data: the groups released stay a function of the policy
+    and the query."""
+    declared = {c.name for c in key.columns if c.keys is not None and c.derived is None}
+    where = select.args.get("where")
+    if key.branches is not None or not declared or where is None:
+        return key
+    filters = tuple(c for c in conjuncts(where.this) if not c.find(exp.Subquery, exp.Exists, exp.Select)
+                    and (names := {name_of(x) for x in columns_in(c)}) and names <= declared)
+    return dataclasses.replace(key, filters=filters) if filters else key
 
 
 def _refuse_private(scope: Scope, spec, column: KeyColumn):

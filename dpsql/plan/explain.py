@@ -12,6 +12,7 @@ dpsql plan for: SELECT COUNT(*) FROM t
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import sqlglot
@@ -70,8 +71,14 @@ def explain_text(plan: Plan) -> str:
         def describe(k):
             if not k.public:
                 return f"{k.label} (private: groups found in the data, released by DP partition selection)"
+            if k.filters:
+                where = " AND ".join(f.sql(dialect="duckdb") for f in k.filters)
+                return f"{describe(dataclasses.replace(k, filters=()))}, only those where {where}"
             if k.column:
                 return f"{k.label} ({len(k.columns[0].keys)} public keys)"
+            if k.branches is not None:
+                values = ", ".join(b.sql(dialect="duckdb") for b in k.branches)
+                return f"{k.label} (<= {len(k.branches)} public keys: the values of its branches, {values})"
             derived = [c.derived.description for c in k.columns if c.derived is not None]
             if len(derived) == len(k.columns) == 1:
                 return f"{k.label} (<= {len(k.columns[0].keys)} public keys: {derived[0]})"

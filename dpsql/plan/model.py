@@ -106,6 +106,8 @@ class GroupKey:
     declared keys of the columns it reads (computed from those keys alone, never from the data)."""
     expression: exp.Expression
     columns: tuple[KeyColumn, ...]
+    branches: tuple[exp.Expression, ...] | None = None   # a CASE of literals: its groups are these values
+    filters: tuple[exp.Expression, ...] = ()   # WHERE conjuncts over its declared-key columns only: prune its groups
 
     @property
     def column(self) -> str | None:
@@ -117,11 +119,13 @@ class GroupKey:
 
     @property
     def public(self) -> bool:
-        return all(c.keys is not None for c in self.columns)
+        return self.branches is not None or all(c.keys is not None for c in self.columns)
 
     @property
     def domain_bound(self) -> int | None:
         """At most this many groups: one per combination of the columns' keys (None if private)."""
+        if self.branches is not None:
+            return len(self.branches)
         return math.prod(len(c.keys) for c in self.columns) if self.public else None
 
 

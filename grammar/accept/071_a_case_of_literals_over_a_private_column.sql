@@ -1,2 +1,1 @@
--- expect: DP304
 SELECT CASE WHEN zip = '1' THEN 1 ELSE 0 END AS z, COUNT(*) FROM people GROUP BY z

@@ -1,0 +1,1 @@
+SELECT COUNT(*) AS n FROM people WHERE age = '42'

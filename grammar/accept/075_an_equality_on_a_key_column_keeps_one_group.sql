@@ -1,0 +1,1 @@
+SELECT clinic, SUM(cost) AS total FROM visits WHERE clinic = 'b' GROUP BY clinic

@@ -1,0 +1,1 @@
+SELECT COUNT(person_id) FROM visits

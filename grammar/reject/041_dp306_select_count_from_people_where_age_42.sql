@@ -1,2 +1,0 @@
--- expect: DP306
-SELECT COUNT(*) FROM people WHERE age = '42'

@@ -1,0 +1,2 @@
+-- expect: DP306
+SELECT COUNT(*) FROM people WHERE age = '99999999999999999999'

@@ -1,0 +1,2 @@
+-- expect: DP201
+SELECT COUNT(*) FROM memory.census.people

@@ -1,0 +1,2 @@
+-- expect: DP203
+SELECT COUNT(ssn) FROM people

@@ -1,0 +1,2 @@
+-- expect: DP306
+SELECT COUNT(*) FROM people WHERE zip = 42
