@@ -151,6 +151,14 @@ def test_cli_query_and_explain_with_server(served):
     assert plan.exit_code == 0 and plan.stdout.startswith("dpsql plan for:")
 
 
+def test_cli_budget_with_server(served):
+    _, token, url = served
+    budget = run("budget", "--server", url, "--format", "json", token=token)
+    assert budget.exit_code == 0 and json.loads(budget.stdout)["total"]["epsilon"] == 20
+    text = run("budget", "--server", url, token=token)
+    assert text.exit_code == 0 and "remaining" in text.stdout and "(analyst alice)" in text.stdout
+
+
 def test_cli_server_refusals_exit_2_with_the_caret(served):
     _, token, url = served
     out = run("query", "SELECT ssn FROM people", "--server", url, token=token)

@@ -271,6 +271,7 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
 
 
 @main.command()
+@server_option
 @click.option("--policy", "policy_path", default=None, metavar="policy.yaml",
               type=click.Path(exists=True, dir_okay=False),
               help="Optional: the ledger keeps its policy; with --policy, a policy that changes a privacy "
@@ -280,7 +281,7 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
               help="Read the default ledger of this database, FILE.duckdb.dpsql-ledger.sqlite.")
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="Output format; json is one object: ledger, total, spent, remaining, history.")
-def budget(policy_path, ledger, db_path, fmt):
+def budget(server, policy_path, ledger, db_path, fmt):
     """Show the privacy budget: total, spent, remaining, and every charged query.
 
     Reads the ledger only; it never creates one or spends anything.
@@ -291,6 +292,13 @@ def budget(policy_path, ledger, db_path, fmt):
         dpsql budget --policy policy.yaml --db people.duckdb --format json
     """
 
+    if server is not None:
+        db = remote_for(server, db_path=db_path, policy_path=policy_path, ledger=ledger)
+        with _reporting_errors(show_details=True):
+            state = db.budget
+        click.echo(json.dumps({"server": db.url, **state.as_dict()}, indent=2, allow_nan=False) if fmt == "json"
+                   else render_budget(state), nl=fmt == "json")
+        return
     if ledger is None and db_path is None:
         raise click.UsageError("pass --ledger FILE, or --db FILE.duckdb for its default ledger")
     path = ledger if ledger is not None else default_ledger_path(db_path)
