@@ -7,6 +7,8 @@ its caret under the offending column. Server strings are shown as text, never as
 
 Needs Debian's ``chromium`` (/usr/bin/chromium; ``.ci/run`` installs it) and Playwright for Python
 (the ``dev`` extra), driven at that binary: Playwright's own browser downloads are never used.
+The default run (about 20 s) keeps the main story, the refusal, HTML as text and a wrong token;
+the rest is ``-m slow``.
 """
 from __future__ import annotations
 
@@ -180,6 +182,7 @@ def test_server_strings_are_text_never_html(console):
     assert page.locator("#injected").count() == 0 and page.locator("#result-error img").count() == 0
 
 
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text and the login
 def test_a_query_over_the_budget_is_flagged_before_and_refused_with_DP402(served, console):
     db, page = served[0], console
     before = spent(db)
@@ -199,6 +202,7 @@ def test_a_wrong_token_gets_a_clear_login_error(served, page):
     assert page.is_hidden("#console") and page.evaluate("sessionStorage.getItem('dpsql.token')") is None
 
 
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text and the login
 def test_the_page_fits_a_narrow_window(served, browser):
     db, alice, url = served
     context = browser.new_context(viewport={"width": 360, "height": 740})
@@ -213,3 +217,33 @@ def test_the_page_fits_a_narrow_window(served, browser):
         assert width <= 360, f"the page scrolls sideways: {width}px wide"
     finally:
         context.close()
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text and the login
+def test_the_tables_panel_shows_what_may_be_queried_and_inserts_names(console):
+    page = console
+    page.click("#tables summary:has-text('people')")
+    columns = dict(line.split(" ", 1) for line in page.eval_on_selector_all(
+        "#tables details[open] .columns li", "ls => ls.map(l => l.textContent)"))
+    assert columns["income"] == "double · bounds [0, 1,000]" and columns["sex"].endswith("keys: F, M")
+    assert "identifier" in columns["ssn"]
+    assert "public" in page.text_content("#tables li:has(summary:has-text('clinics')) summary")
+    page.fill("#sql", "SELECT COUNT(*) FROM ")
+    page.click("#tables details[open] .insert-table button")
+    assert page.input_value("#sql") == "SELECT COUNT(*) FROM people"
+    page.wait_for_selector("#cost-value")   # inserting explains, like typing
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text and the login
+def test_a_token_revoked_mid_session_returns_to_the_login(served, page):
+    db, _, url = served
+    carol = db._ledger.add_analyst("carol", 1)
+    log_in(page, url, carol)
+    page.wait_for_selector("#analyst:text('carol')")
+    page.fill("#sql", "SELECT COUNT(*) AS n FROM people")
+    page.wait_for_selector("#cost-value")   # explained while the token was good
+    db._ledger.revoke_analyst("carol")
+    page.click("#run-button")
+    page.wait_for_selector("#login-error:text('no longer accepted')")
+    assert page.is_hidden("#console") and page.evaluate("sessionStorage.getItem('dpsql.token')") is None
+    assert db.analyst("carol").budget.spent_epsilon == 0

@@ -5,6 +5,7 @@
 
 import { el, fmt } from "./dom.js";
 import { charts, layout, tableParts } from "./results.js";
+import { schemaList } from "./schema.js";
 
 const TOKEN_KEY = "dpsql.token";
 const EXPLAIN_DELAY_MS = 600;   // explain once typing pauses
@@ -77,6 +78,7 @@ async function logIn(token, fromStorage) {
   $("token").value = "";
   $("sql").focus();
   loadHistory();
+  loadSchema();
   if ($("sql").value.trim()) explainNow();
 }
 
@@ -93,7 +95,7 @@ function logOut(message) {
   state.budget = null;
   sessionStorage.removeItem(TOKEN_KEY);
   // Nothing of this analyst's stays on the page for whoever logs in next in this tab.
-  for (const id of ["history", "result-table", "chart-plots", "result-error"]) $(id).replaceChildren();
+  for (const id of ["history", "tables", "result-table", "chart-plots", "result-error"]) $(id).replaceChildren();
   show("result-body", false);
   show("result-error", false);
   show("result-empty", true);
@@ -319,6 +321,20 @@ async function showStored(q) {
     + "): shown again, nothing spent.");
   renderBudget(data.budget);
   setStatus("");
+}
+
+async function loadSchema() {
+  const { status, data } = await api("GET", "/v1/schema");
+  if (expired(status) || status !== 200) return;
+  $("tables").replaceChildren(...schemaList(data, insertName));
+}
+
+/** A table or column name into the editor at the cursor (replacing the selection), then explain. */
+function insertName(text) {
+  const sql = $("sql");
+  sql.focus();
+  sql.setRangeText(text, sql.selectionStart, sql.selectionEnd, "end");
+  scheduleExplain();
 }
 
 // --- wiring -------------------------------------------------------------------------------------
