@@ -43,6 +43,13 @@ def test_suggestions_never_name_identifiers_or_undeclared_columns(db):
     assert "'id'" not in err.hint and "declared nowhere in the policy" in err.message
 
 
+def test_a_column_a_subquery_does_not_select_gets_the_closest_it_does(db):
+    err = refusal(db, "SELECT COUNT(*) FROM (SELECT age, income FROM people) WHERE agee > 3")
+    assert err.code == "DP202" and err.hint == "did you mean 'age'?"
+    err = refusal(db, "SELECT COUNT(*) FROM (SELECT age, income FROM people) WHERE sex = 'F'")
+    assert err.hint == "it selects age, income"
+
+
 def test_a_table_typo_gets_the_closest_table(db):
     for sql in ("SELECT COUNT(*) FROM peple",
                 "SELECT COUNT(*) FROM visits v JOIN peple p ON v.person_id = p.id"):

@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from dpsql.errors import UnsupportedConstruct
 from dpsql.frontend.parse import span
+from dpsql.frontend.suggest import did_you_mean
 
 MAX_DEPTH = 16
 
@@ -115,7 +116,8 @@ def _merge(outer: exp.Select, sql: str) -> bool:
             return names[name].copy()
         if star:
             return exp.column(node.name, quoted=node.this.quoted)
-        raise _refuse("DP202", f"unknown column {node.name!r}: the subquery does not select it", node, sql)
+        raise _refuse("DP202", f"unknown column {node.name!r}: the subquery does not select it", node, sql,
+                      hint=did_you_mean(node.name, names) or f"it selects {', '.join(sorted(names))}")
 
     for key in ("expressions", "where", "group", "having", "order"):
         value = outer.args.get(key)
