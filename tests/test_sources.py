@@ -439,3 +439,12 @@ def test_the_readmes_data_in_examples_run(tmp_path, monkeypatch):
     db = dpsql.connect(policy="sources.yaml", ledger=":memory:")
     assert exact(db, "SELECT year, COUNT(*) AS n FROM visits GROUP BY year") == [(2023, 100), (2024, 100)]
     assert exact(db, "SELECT region, COUNT(*) AS n FROM clinics GROUP BY region") == [("north", 1)]
+
+
+def test_no_progress_bar_on_stdout(parquet):
+    """DuckDB prints its progress bar to stdout once a query passes 2 s: into the CLI's json or csv."""
+    for data in (str(parquet), duckdb.connect()):
+        db = dpsql.connect(data, policy=policy(source=str(parquet)) if not isinstance(data, str) else policy(),
+                           ledger=":memory:")
+        setting = testing.duckdb_connection(db).execute("SELECT current_setting('enable_progress_bar')").fetchall()
+        assert setting == [(False,)]

@@ -79,6 +79,7 @@ class DuckDBEngine:
             PolicyError: DP505 a source cannot be read; DP502 a table has two sources, or none.
         """
         read: dict[str, tuple[str, ...]] = {}
+        sources.quiet(self.con)
         for name, table in policy.tables.items():
             given = self.data.get(name)
             if table.data_source is not None and given is not None:
@@ -111,8 +112,9 @@ class DuckDBEngine:
 
     def bind_policy(self, policy: Policy, prefix: str, data_version: str | None = None) -> Policy:
         """The policy bound to the catalog (DP502), its referenced keys unique in the data (DP504;
-        checked once per data version: the caller's, else a database file's own, else every time)."""
-        if data_version is None and self.path is not None:
+        checked once per data version: the caller's, else a database file's own when no source was read
+        into it, else every time)."""
+        if data_version is None and self.path is not None and not self._stats:
             data_version = file_data_version(self.path)   # read after the read-only open
         self._tables = tuple(policy.tables)
         origins = {name: t.data_source or self.data.get(name) for name, t in policy.tables.items()}
@@ -142,6 +144,7 @@ class DuckDBEngine:
         return dataclasses.replace(cache[key], name=column.name)
 
     def lock_down(self) -> None:
+        sources.quiet(self.con)
         for name, value in LOCKDOWN:
             current = self.con.execute("SELECT current_setting(?)", [name]).fetchall()[0][0]
             if str(current).lower() == str(value).lower():
@@ -192,3 +195,4 @@ class DuckDBEngine:
 
 def _describe(origin) -> str:
     return origin.describe() if isinstance(origin, Source) else f"a {type(origin).__name__}"
+

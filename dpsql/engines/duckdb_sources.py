@@ -115,7 +115,8 @@ def read_source(con: duckdb.DuckDBPyConnection, table: str, source: Source, file
     """Copy the source's rows into TEMP table ``table`` (raises DP505 naming the table and source)."""
     try:
         if source.format == "duckdb":
-            with duckdb.connect() as reader:   # its own instance: con's catalog never sees the attached file
+            # Its own instance: con's catalog never sees the attached file.
+            with quiet(duckdb.connect()) as reader:
                 reader.execute(f"ATTACH '{source.path.replace(chr(39), chr(39) * 2)}' AS src (READ_ONLY)")
                 _copy(con, table, reader.sql(f"SELECT * FROM src.main.{quoted(source.table or table)}").to_arrow_table())
             return
@@ -137,13 +138,23 @@ def read_source(con: duckdb.DuckDBPyConnection, table: str, source: Source, file
                               f"source: {{path: ..., format: {other}}}") from None
 
 
+def quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """No progress bar: DuckDB writes it to stdout once a query passes 2 s, into the CLI's output
+    (json, csv). Best effort: an owner's connection may have its configuration locked already."""
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error:
+        pass
+    return con
+
+
 @contextlib.contextmanager
 def file_reader(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     """``con`` itself while it may read files; else a private in-memory DuckDB, closed after."""
     if con.execute("SELECT current_setting('enable_external_access')").fetchall()[0][0]:
         yield con
         return
-    with duckdb.connect() as reader:
+    with quiet(duckdb.connect()) as reader:
         yield reader
 
 
