@@ -261,10 +261,11 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
     text = sql
     # An in-memory ledger: the one beside the database (maybe another policy's, or corrupt) is not
     # opened, and no file is created.
-    db = _connect(db_path, policy_path, ledger=MEMORY) if server is None else \
-        remote_for(server, db_path=db_path, policy_path=policy_path)
-    with _reporting_errors(show_details=server is not None):   # a remote error holds no data
-        plan = db.explain(text, epsilon=epsilon, delta=delta)
+    with spinner("planning the query"):   # reading files into memory at connect may take a while
+        db = _connect(db_path, policy_path, ledger=MEMORY) if server is None else \
+            remote_for(server, db_path=db_path, policy_path=policy_path)
+        with _reporting_errors(show_details=server is not None):   # a remote error holds no data
+            plan = db.explain(text, epsilon=epsilon, delta=delta)
     for warning in plan_warnings(plan) if isinstance(plan, Plan) else ():
         click.echo(f"warning: {warning}", err=True)
     write(f"{plan}\n".encode(), output_path)
