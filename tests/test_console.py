@@ -17,6 +17,7 @@ import re
 
 import pytest
 
+from dpsql import testing
 from dpsql.server import encode
 from server_harness import ThreadServer, call, owner
 
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
 def served(tmp_path_factory):
     """A server on a free loopback port over the test database; alice has a budget of 3."""
     db, *_ = owner(tmp_path_factory.mktemp("console"))
-    alice = db._ledger.add_analyst("alice", BUDGET)
+    alice = testing.ledger(db).add_analyst("alice", BUDGET)
     with ThreadServer(db) as server:
         yield db, alice, server.url
     db.close()
@@ -237,12 +238,12 @@ def test_the_tables_panel_shows_what_may_be_queried_and_inserts_names(console):
 @pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text and the login
 def test_a_token_revoked_mid_session_returns_to_the_login(served, page):
     db, _, url = served
-    carol = db._ledger.add_analyst("carol", 1)
+    carol = testing.ledger(db).add_analyst("carol", 1)
     log_in(page, url, carol)
     page.wait_for_selector("#analyst:text('carol')")
     page.fill("#sql", "SELECT COUNT(*) AS n FROM people")
     page.wait_for_selector("#cost-value")   # explained while the token was good
-    db._ledger.revoke_analyst("carol")
+    testing.ledger(db).revoke_analyst("carol")
     page.click("#run-button")
     page.wait_for_selector("#login-error:text('no longer accepted')")
     assert page.is_hidden("#console") and page.evaluate("sessionStorage.getItem('dpsql.token')") is None

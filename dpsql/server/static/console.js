@@ -113,10 +113,11 @@ function expired(status) {
 
 // --- refusals -----------------------------------------------------------------------------------
 
-/** A refusal: its code, message, hint and the SQL excerpt with its caret (monospace, as sent). */
-function refusal(err, status, what) {
+/** A refusal: its code, message, hint and the SQL excerpt with its caret (monospace, as sent).
+ * Only a refused Run is an alert; explain's refusals come as you type, in a polite live region. */
+function refusal(err, status, what, alert) {
   err = err || {};
-  const box = el("div", { className: "refusal", role: "alert" },
+  const box = el("div", { className: "refusal", role: alert ? "alert" : null },
     el("p", { className: "refusal-head" },
       el("span", { className: "code" }, err.code || ("HTTP " + status)), " ", what),
     el("p", { className: "message" }, err.message || "no message"));
@@ -242,7 +243,7 @@ function setStatus(text) { $("status").textContent = text; }
 function showResultError(err, status) {
   show("result-empty", false);
   show("result-body", false);
-  $("result-error").replaceChildren(refusal(err, status, "refused; nothing spent"));
+  $("result-error").replaceChildren(refusal(err, status, "refused; nothing spent", true));
   show("result-error", true);
 }
 
@@ -350,7 +351,7 @@ function init() {
   $("run-button").addEventListener("click", run);
   $("explain-button").addEventListener("click", explainNow);
   for (const id of ["sql", "epsilon", "delta", "ci"]) $(id).addEventListener("input", scheduleExplain);
-  $("sql").addEventListener("keydown", (e) => {
+  $("query-form").addEventListener("keydown", (e) => {   // in the editor or any parameter field
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
       e.preventDefault();
       run();
