@@ -169,3 +169,17 @@ def test_the_readmes_results_examples_run(people_files):
     (tmp_path / "dpsql.toml").write_text(section.split("```toml\n")[1].split("```")[0])
     assert read_config(tmp_path / "dpsql.toml") == {k: str(tmp_path / v) for k, v in (
         ("db", "people.duckdb"), ("policy", "policy.yaml"), ("ledger", "budget.sqlite"))}
+
+
+def test_types_are_duckdbs_names():
+    import datetime
+    import decimal
+    table = pa.table({
+        "i8": pa.array([1], pa.int8()), "u64": pa.array([1], pa.uint64()), "f32": pa.array([1], pa.float32()),
+        "b": [True], "s": pa.array(["x"], pa.large_string()), "bin": [b"x"], "d": [datetime.date(2020, 1, 1)],
+        "ts": pa.array([datetime.datetime(2020, 1, 1)], pa.timestamp("ns")),
+        "tz": pa.array([datetime.datetime(2020, 1, 1)], pa.timestamp("us", tz="UTC")),
+        "dec": pa.array([decimal.Decimal("1.5")], pa.decimal128(10, 2)), "tm": [datetime.time(1, 2)],
+        "lst": [[1]], "nul": pa.array([None], pa.null()), "dur": [datetime.timedelta(1)],
+        "st": [{"a": 1, "b": "x"}], "m": pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64()))})
+    assert Result(table, None).types == [str(t) for t in duckdb.connect().from_arrow(table).types]
