@@ -260,13 +260,15 @@ def answer(path, ledger, **kw):
     return db.sql(COUNT_BY_SEX, epsilon=0.5), db.budget.spent_epsilon
 
 
-def test_replayed_across_connections_to_the_same_file_and_not_after_it_changed(tmp_path, parquet):
+def test_replayed_across_connections_to_the_same_file_and_not_after_it_changed(tmp_path, parquet, monkeypatch):
     ledger = tmp_path / "budget.sqlite"
     first, _ = answer(str(parquet), ledger)
     again, total = answer(str(parquet), ledger)
     assert again.replayed and again.fetchall() == first.fetchall() and total == 0.5
     write(parquet)   # rewritten with the same bytes: the same data
     assert answer(str(parquet), ledger)[0].replayed
+    monkeypatch.chdir(tmp_path)   # named from elsewhere: the same file
+    assert answer("people.parquet", ledger.name)[0].replayed
     write(parquet, f"SELECT * FROM ({PEOPLE}) WHERE id > 0")
     changed, total = answer(str(parquet), ledger)
     assert not changed.replayed and total == 1.0

@@ -67,6 +67,7 @@ def _sources_version(sources: Mapping[str, Sequence[str]]) -> str:
 
 
 def _file_identity(path: str) -> str:
+    path = os.path.abspath(path)   # the same file named from another folder is the same data
     try:
         st = os.stat(path)
     except FileNotFoundError:
