@@ -9,6 +9,7 @@ import contextlib
 import copy
 import json
 import multiprocessing
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -297,6 +298,17 @@ def test_a_format_1_ledger_opens_alone_and_with_a_changed_policy(tmp_path):
     policy["budget"]["epsilon"] = 2.0
     book = Ledger(str(changed), load_policy(policy))
     assert book.budget().total_epsilon == 2.0 and [r.kind for r in book.policy_history()] == ["created", "changed"]
+
+
+def test_budget_of_a_format_1_ledger_alone_in_a_real_process(tmp_path):
+    path = _v1_copy(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = subprocess.run([sys.executable, "-m", "dpsql.cli.commands", "budget", "--ledger", str(path), "--format",
+                          "json"], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert Decimal(repr(doc["spent"]["epsilon"])) == V1_SPENT and len(doc["history"]) == 4
+    assert _format(path) == schema.FORMAT
 
 
 def test_a_format_1_ledger_of_another_unit_is_refused_before_the_upgrade(tmp_path):

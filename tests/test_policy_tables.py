@@ -378,7 +378,11 @@ def test_a_ledger_of_a_linked_policy_is_reopened(tmp_path):
     ledger = str(tmp_path / "l.sqlite")
     dpsql.connect(path, policy=TPCH, ledger=ledger).sql("SELECT COUNT(*) FROM orders", epsilon=0.5)
     assert dpsql.connect(path, policy=TPCH, ledger=ledger).budget.spent_epsilon == 0.5
+    # A public table's new column keeps the history (recorded); a link that changes would re-interpret it.
+    more = changed("tables.nation", {"public": True, "columns": {"n_name": {}}})
+    assert dpsql.connect(path, policy=more, ledger=ledger).budget.spent_epsilon == 0.5
+    relinked = changed("tables.orders.privacy_unit", {"via": "o_orderkey", "references": "customer.c_custkey"})
     with pytest.raises(dpsql.DpsqlError) as info:
-        dpsql.connect(path, policy=changed("tables.nation", {"public": True, "columns": {"n_name": {}}}), ledger=ledger)
-    assert info.value.code == "DP404"
+        dpsql.connect(path, policy=relinked, ledger=ledger)
+    assert info.value.code == "DP404" and info.value.differences == ("tables.orders.privacy_unit.via",)
 

@@ -6,10 +6,12 @@ the new cost does not fit, else inserts a ``reserved`` row and commits (WAL, ``s
 on disk before DuckDB starts). SQLite lets one writer at a time into that transaction, so two
 processes can never both pass a check only one of them fits. The row becomes ``released`` (with
 the answer, for replay) or ``failed``; a crash leaves it ``reserved``. All three count as spent.
+A charge for an analyst checks their own budget and the total in that same transaction.
 
 Storage only: the SQL text and plan summary arrive as strings and are kept as given. Where the file
 lives and how it fails closed: ``accounting/store.py``; replay keys and data versions:
-``accounting/replay.py``; the policy identity: ``accounting/identity.py``.
+``accounting/replay.py``; analysts: ``accounting/analysts.py``; which policy changes keep the history:
+``accounting/policies.py``.
 
 >>> from dpsql.policy import load_policy
 >>> from dpsql.accounting.budget import Cost
