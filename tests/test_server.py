@@ -5,6 +5,7 @@ an analyst sees only their own budget and history; the trusted knobs do not exis
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -366,12 +367,26 @@ def test_cors_is_closed_by_default_and_open_only_to_named_origins(served, tmp_pa
     db.close()
 
 
-def test_the_server_log_never_holds_a_token_an_sql_text_or_a_result(tmp_path):
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses a socket listens on at this port (Linux: /proc/net/tcp and tcp6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:   # 0A: LISTEN
+                    found.add(address)
+    return found
+
+
+def test_the_server_listens_on_loopback_and_its_log_holds_no_token_sql_or_result(tmp_path):
     db, db_path, policy_path, ledger = owner(tmp_path)
     token = db._ledger.add_analyst("alice", 3)
     db.close()
     marker = "zz-marker-zz"
     with ProcessServer(db_path, policy_path, ledger, "--log-level", "debug") as server:
+        assert listening_addresses(server.port) == {"0100007F"}   # 127.0.0.1 only, without --host
         remote = dpsql.remote(server.url, token)
         res = remote.sql("SELECT state, AVG(income) AS mean FROM people GROUP BY state", epsilon=1)
         values = [repr(v) for row in res.fetchall() for v in row[1:]]

@@ -52,6 +52,7 @@ class _Server:
         self.limits = limits
         self.workers = anyio.CapacityLimiter(limits.workers)
         self.in_flight = InFlight(limits.max_in_flight)
+        self.schema: dict | None = None
 
     async def work(self, fn: Callable, *args, **kwargs):
         return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self.workers)
@@ -212,7 +213,9 @@ class SecurityHeaders:
 @endpoint
 async def schema(server: _Server, request: Request) -> Response:
     await server.analyst(request)
-    return _json(encode.schema_doc(server.db.policy))
+    if server.schema is None:   # the policy never changes while serving; long key lists take a while
+        server.schema = await server.work(encode.schema_doc, server.db.policy)
+    return _json(server.schema)
 
 
 def create_app(db, *, limits: Limits | None = None, cors_origins: tuple[str, ...] = (),
