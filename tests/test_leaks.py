@@ -457,7 +457,8 @@ FINDINGS = [
     "SELECT date_trunc('quarter', day) AS q, FLOOR(f64 / 250) AS b, COUNT(*) FROM visits GROUP BY q, b",
     "SELECT COUNT(*) FROM people WHERE day <= DATE '2008-12-31' - INTERVAL '90' DAY AND day > '2001-06-01'",
     "SELECT COUNT(*) FROM visits WHERE ts BETWEEN DATE '2020-01-02' AND '2020-01-05 10:00:00' "
-    "AND day IN (DATE '2000-01-01' + INTERVAL 1 MONTH, '2004-02-29')",    # keys and bounds from the policy (issue 14): numeric keys as bounds (the neighbours' grades lie
+    "AND day IN (DATE '2000-01-01' + INTERVAL 1 MONTH, '2004-02-29')",
+    # keys and bounds from the policy (issue 14): numeric keys as bounds (the neighbours' grades lie
     # outside), CASE bands of literals, WHERE pruning public groups, literals in the column's type
     "SELECT AVG(grade) AS a, SUM(flag) AS s, VAR_POP(grade) AS v FROM visits",
     "SELECT tier, AVG(grade * 2 + flag) AS a FROM people GROUP BY tier ORDER BY a",

@@ -87,6 +87,9 @@ QUERIES = [
     "FROM t GROUP BY grp",
     "SELECT grp, VAR_POP(v), STDDEV_SAMP(v), SUM(v * 2 - 1), SUM(CASE WHEN v > 0 THEN 1 ELSE 0 END), "
     "COUNT(v / 2) FROM t GROUP BY grp",
+    # groups from the query and the keys alone (issue 14): a CASE of literals, WHERE pruning the keys
+    "SELECT CASE WHEN v > 0 THEN 'pos' WHEN v < 0 THEN 'neg' END AS s, COUNT(*), SUM(v) FROM t GROUP BY s",
+    "SELECT grp, COUNT(*), SUM(v) FROM t WHERE grp IN ('a', 'c') AND v > 1 GROUP BY grp",
 ]
 # GoogleSQL per-unit bounds: each unit's total (or mean) in a partition is clamped, whatever its rows.
 USER_QUERIES = QUERIES + [
@@ -127,6 +130,23 @@ def test_user_level_sensitivity_bounds_one_unit_with_many_rows(rows, extra, L, C
 def test_row_level_sensitivity_bounds_one_row(rows, extra, b, sql):
     plan = plan_for("row", 1, 1, b[0], b[1], sql)
     check(plan, measure(rows, plan), measure(rows + [extra], plan))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(ROW, max_size=40), extra=st.lists(st.tuples(st.sampled_from(KEYS + ["zz", None]), VALUES),
+       min_size=1, max_size=25), keys=st.lists(st.integers(-20, 20), min_size=1, max_size=4, unique=True))
+def test_numeric_keys_bound_what_they_key(rows, extra, keys):
+    """A column with number keys and no bounds is clamped to [min, max] of its keys (issue 14)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
+    policy = {"budget": {"epsilon": 10}, "tables": {"t": {
+        "privacy_unit": "u", "max_groups_per_unit": 2, "max_rows_per_unit": 2,
+        "columns": {"grp": {"keys": KEYS}, "v": {"keys": keys}}}}}
+    plan = dpsql.connect(con, ledger=":memory:", policy=policy).explain(
+        "SELECT grp, COUNT(v), SUM(v), AVG(v), VAR_POP(v) FROM t GROUP BY grp", epsilon=1.0)
+    assert "clamped to [%g, %g]" % (min(keys), max(keys)) in str(plan)   # AVG back into the keys' range
+    neighbour = rows + [(99, grp, v) for grp, v in extra]
+    check(plan, measure(rows, plan), measure(neighbour, plan))
 
 
 def test_the_bound_is_tight_for_a_unit_at_its_limits():
