@@ -284,7 +284,7 @@ def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger
         >>> db = dpsql.connect({"people": df}, policy="policy.yaml", ledger="budget.sqlite")  # doctest: +SKIP
     """
     if policy is None:
-        raise InvalidParameter("DP401", "connect() needs policy=: the data owner's policy (a YAML path or a dict)")
+        raise TypeError("connect() needs policy=: the data owner's policy (a YAML path or a dict)")
     pol = load_policy(policy)
     if data_version is not None and not isinstance(data_version, str):
         raise InvalidParameter("DP401", f"data_version must be a string, got {data_version!r}")
