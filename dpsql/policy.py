@@ -79,6 +79,7 @@ class TablePolicy:
     source: Any = None                # a joined relation (frontend/joins.py): the sqlglot SELECT it reads
     about: str | None = None          # a relation: how its rows were made and whose they are (explain)
     data_source: Source | None = None  # `source:` the files dpsql reads into this table (policy_source.py)
+    one_row_per_unit: bool = False    # a relation grouped by its unit (frontend/per_person.py)
 
     @property
     def row_level(self) -> bool:

@@ -75,6 +75,10 @@ def total_candidates():
         yield f"{c} AND TRUE"
         yield f"-{c}"
         yield f"{c} LIKE 'x%\\'"
+        for part in ("year({c})", "month({c})", "day({c})", "quarter({c})", "dayofweek({c})", "dayofyear({c})",
+                     "extract(year FROM {c})", "extract(week FROM {c})", "extract(isodow FROM {c})",
+                     "year({c}) > 2020", "quarter({c}) = 1.5", "dayofweek({c}) < bi", "month({c}) IN (1, 300)"):
+            yield part.format(c=c)
 
 
 @pytest.mark.parametrize("text", list(total_candidates()))
@@ -157,18 +161,20 @@ def test_which_date_comparisons_run_bare():
     bare = ["dt <= DATE '1998-09-02'", "dt <= TIMESTAMP '1998-09-02 00:00:00'", "dt > '2020-06-01'",
             "ts >= TIMESTAMP '2020-01-01 10:00:00'", "ts < DATE '2020-01-01'", "ts = '2020-01-01 10:00:00'",
             "dt BETWEEN DATE '1994-01-01' AND '1994-12-31'", "dt IN (DATE '2020-01-01', '2020-01-02')",
-            "dt < DATE '9999-12-31' AND ts > TIMESTAMP '0001-01-01 00:00:00'"]
+            "dt < DATE '9999-12-31' AND ts > TIMESTAMP '0001-01-01 00:00:00'", "year(dt) > 2020",
+            "extract(month FROM ts) IN (1, 2)"]
     tried = ["dt < TIMESTAMP '1998-09-02 10:00:00'", "dt BETWEEN DATE '1992-01-01' AND TIMESTAMP '1998-09-02 00:00:00'", "dt > '2020-02-30'", "dt > 'infinity'", "dt < ts",
-             "dt > DATE '2020-02-30'", "dt = 1", "year(dt) > 2020", "dt + 1 > DATE '2020-01-01'"]
+             "dt > DATE '2020-02-30'", "dt = 1", "year(dt) > '2020'", "dt + 1 > DATE '2020-01-01'"]
     assert all(total(t) for t in bare), [t for t in bare if not total(t)]
     assert not any(total(t) for t in tried), [t for t in tried if total(t)]
 
 
 def test_the_classifier_knows_what_can_fail():
     total = ["bi > 0.5", "ti = 1000", "s = 'x'", "b = TRUE", "ubi > -1", "d IN (1, 2.5)", "s LIKE 'a%'",
-             "NOT b", "bi IS NULL", "ti < ubi"]
+             "NOT b", "bi IS NULL", "ti < ubi", "year(dt)", "extract(week FROM ts)", "dayofweek(dt)"]
     partial = ["de > 1", "uhi > -1", "-ti > 0", "ti + 1 > 0", "s = 5", "dt > '2020-01-01'", "NOT ti",
-               "dt < ts", "bi > 99999999999999999999", "s LIKE s"]
+               "dt < ts", "bi > 99999999999999999999", "s LIKE s", "year(s)", "extract(epoch FROM ts)",
+               "year(dt + 1)", "month(bi)"]
     assert all(is_total(parse(t), TYPES.get) for t in total)
     assert not any(is_total(parse(t), TYPES.get) for t in partial)
 

@@ -221,7 +221,7 @@ def _safe_operand(node: exp.Expression, types: Types) -> str | None:
             return DATE_KIND if temporal == "DATE" else TIMESTAMP_KIND
         kind = type_family(sql_type)
         return kind if kind in (STRING, BOOLEAN) else None
-    return None
+    return NUMBER if _calendar_part(node, types) else None   # a BIGINT, total itself
 
 
 def _operands(node: exp.Expression) -> list[exp.Expression]:
@@ -254,7 +254,27 @@ def is_total(node: exp.Expression | None, types: Types) -> bool:
             isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest")):
         kinds = {_safe_operand(o, types) for o in _operands(node)}
         return None not in kinds and len(kinds - {"null"}) <= 1
-    return False
+    return _calendar_part(node, types)
+
+
+CALENDAR_FUNCTIONS = (exp.Year, exp.Month, exp.Day, exp.Quarter, exp.DayOfWeek, exp.DayOfYear)
+CALENDAR_PARTS = {"YEAR", "MONTH", "DAY", "QUARTER", "DOW", "DOY", "WEEK", "ISODOW"}
+
+
+def _calendar_part(node: exp.Expression, types: Types) -> bool:
+    """YEAR(d), EXTRACT(MONTH FROM d), ...: a calendar field of a DATE or TIMESTAMP column is total
+    (NULL for +-infinity; every representable day has one; tests/test_totality.py tries the extremes).
+    Bare, not under TRY(), DuckDB keeps the column's statistics: TPC-H Q9's year key then groups as a
+    small integer, as the plain query's does."""
+    if isinstance(node, exp.Extract):
+        part, column = node.this, node.expression
+        if not isinstance(part, exp.Var) or part.name.upper() not in CALENDAR_PARTS:
+            return False
+    elif isinstance(node, CALENDAR_FUNCTIONS):
+        column = node.this
+    else:
+        return False
+    return isinstance(column, exp.Column) and temporal_type(types(column.name.lower())) is not None
 
 
 def fold(node: exp.Expression) -> exp.Expression:

@@ -9,7 +9,7 @@ from dpsql.plan.sensitivity import grid_bound
 from dpsql.frontend.totality import type_bounds
 from dpsql.lower.sql import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, saturate, select
 from dpsql.lower.names import key_names, raw_column, value_column
-from dpsql.lower.keys import declared, join_key_tables, key_filter
+from dpsql.lower.keys import declared, in_domain, join_key_tables, key_filter
 from dpsql.lower.guard import decimal_total, quoted, safe, user_where
 from dpsql.lower.noise import scalar_measurements
 from dpsql.plan.kinds import Bounding, Quantity
@@ -205,7 +205,10 @@ UNIT_AGGREGATES = {Quantity.COUNT: _unit_rows, Quantity.COUNT_COL: _unit_rows, Q
 
 
 def needs_partition_sampling(plan: Plan) -> bool:
-    """A unit can only exceed L partitions when there are more than L of them (unknown: private keys)."""
+    """A unit can only exceed L partitions when there are more than L of them (unknown: private keys),
+    and never when it has one row (a per-person relation, grouped by the unit: one partition each)."""
+    if plan.table.one_row_per_unit:
+        return False
     return plan.partitions is None or plan.partitions > plan.max_groups
 
 
@@ -229,9 +232,15 @@ def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp
     units = select(*projections, source="__rows", group=[col("__unit"), *[k.copy() for k in keys]])
     ctes = [("__units", units)]
     if sampled:
-        rank = exp.Window(this=exp.RowNumber(), partition_by=[col("__unit")],
-                          order=exp.Order(expressions=[exp.Ordered(this=col("__r"))]))
-        bounded = exp.select(exp.Star()).from_("__units").qualify(exp.LTE(this=rank, expression=num(L)))
+        # Undeclared partitions (keys.partition_keys) rank after every declared one and are dropped
+        # here, above the window, where DuckDB cannot push the filter back down to the rows.
+        domain = in_domain(plan)
+        order = [exp.Ordered(this=col("__r"))]
+        if domain is not None:
+            order.insert(0, exp.Ordered(this=case_when(domain, num(0), num(1))))
+        rank = exp.Window(this=exp.RowNumber(), partition_by=[col("__unit")], order=exp.Order(expressions=order))
+        kept = conjunction([exp.LTE(this=rank, expression=num(L)), domain])
+        bounded = exp.select(exp.Star()).from_(exp.Table(this=ident("__units")), copy=False).qualify(kept, copy=False)
         ctes.append(("__bounded", bounded))
     return ctes
 

@@ -30,7 +30,7 @@ def quoted(node: exp.Expression) -> exp.Expression:
                 if isinstance(child, (exp.Binary, exp.Predicate, exp.Not)) and not isinstance(child, exp.Paren):
                     n.set(key, exp.Paren(this=child))
         return n
-    return fold(node.copy().transform(fix))
+    return fold(node.transform(fix))   # transform copies
 
 
 def safe(node: exp.Expression, plan: Plan) -> exp.Expression:

@@ -6,7 +6,7 @@ from fractions import Fraction
 from sqlglot import exp
 from dpsql.plan.model import Measurement, Plan
 from dpsql.plan.kinds import Quantity
-from dpsql.lower.sql import alias, cast, col, fn, ident, num, saturate
+from dpsql.lower.sql import alias, cast, col, fn, ident, join, num, saturate, table
 from dpsql.lower.names import key_names, value_column
 from dpsql.lower.keys import keys_source
 
@@ -47,12 +47,12 @@ def noisy_cte(plan: Plan, function: str) -> exp.Select:
         return exp.select(*[col(n) for n in names]).from_(
             exp.Subquery(this=keys_source(plan), alias=exp.TableAlias(this=ident("__keys"))))
     if not plan.group_keys:
-        return exp.select(*values).from_("__agg")
+        return exp.select(*values).from_(table("__agg"), copy=False)
     if plan.selection is not None:
         # Private keys: the candidate groups are those in the data; __out keeps the selected ones.
-        return exp.select(*[col(n, "__agg") for n in names], *values).from_("__agg")
+        return exp.select(*[col(n, "__agg") for n in names], *values).from_(table("__agg"), copy=False)
     # A key expression may map declared keys to NULL (CASE without ELSE): the NULL group is a group.
     on = exp.and_(*[exp.NullSafeEQ(this=col(n, "__keys"), expression=col(n, "__agg")) for n in names])
     source = exp.Subquery(this=keys_source(plan), alias=exp.TableAlias(this=ident("__keys")))
-    query = exp.select(*[col(n, "__keys") for n in names], *values).from_(source)
-    return query.join(exp.Table(this=ident("__agg")), on=on, join_type="LEFT")
+    query = exp.select(*[col(n, "__keys") for n in names], *values).from_(source, copy=False)
+    return join(query, exp.Table(this=ident("__agg")), on, "LEFT")

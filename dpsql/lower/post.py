@@ -6,7 +6,7 @@ from sqlglot import exp
 from dpsql.mechanisms.base import mechanism
 from dpsql.lower import quantile
 from dpsql.plan.model import Measurement, Plan
-from dpsql.lower.sql import alias, case_when, cast, col, fn, num
+from dpsql.lower.sql import alias, case_when, cast, col, fn, num, table
 from dpsql.lower.names import key_names
 from dpsql.lower.guard import guarded
 from dpsql.lower.noise import scalar_measurements
@@ -146,7 +146,7 @@ def final_select(plan: Plan) -> exp.Select:
         if has_interval(plan, o):
             columns += [alias(col(f"{plan.slot(o)}_lo"), f"{o.name}_ci_low"),
                         alias(col(f"{plan.slot(o)}_hi"), f"{o.name}_ci_high")]
-    query = exp.select(*columns).from_("__out")
+    query = exp.select(*columns).from_(table("__out"), copy=False)
     if plan.having is not None:
         # On released values only, but it may still compare a key with a number: never an error.
         condition = plan.having.copy().transform(
@@ -166,5 +166,5 @@ def measurements_select(plan: Plan) -> exp.Select:
     """Every candidate group's keys and scalar measurements, ordered by key (the test seam's stage)."""
     names = key_names(plan)
     columns = [col(n) for n in names] + [col(m.name) for m in scalar_measurements(plan)]
-    query = exp.select(*(columns or [exp.Star()])).from_("__noisy")
+    query = exp.select(*(columns or [exp.Star()])).from_(table("__noisy"), copy=False)
     return query.order_by(*[exp.Ordered(this=col(n), nulls_first=False) for n in names]) if names else query

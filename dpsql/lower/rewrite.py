@@ -31,7 +31,7 @@ from sqlglot import exp
 from dpsql.lower import quantile
 from dpsql.plan.model import Plan
 from dpsql.plan.kinds import Quantity
-from dpsql.lower.sql import DIALECT, alias, col, ident, num
+from dpsql.lower.sql import DIALECT, alias, col, ident, num, table
 from dpsql.lower.noise import noisy_cte, scalar_measurements
 from dpsql.lower.post import final_select, measurements_select, output_interval, output_value
 from dpsql.lower.bounding import agg_cte, rows_cte, user_level_ctes
@@ -67,7 +67,7 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
         interval = output_interval(plan, i)
         if interval is not None:
             values += [alias(interval[0], f"{plan.slot(o)}_lo"), alias(interval[1], f"{plan.slot(o)}_hi")]
-    out = quantile.join_outputs(plan, exp.select(*values).from_("__noisy"))
+    out = quantile.join_outputs(plan, exp.select(*values).from_(table("__noisy"), copy=False))
     if plan.selection is not None:
         out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
     ctes.append(("__out", out))

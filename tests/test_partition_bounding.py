@@ -1,0 +1,66 @@
+"""L, the partitions one person may reach: which partitions count toward it, and when no choice is needed.
+
+Declared keys are the released groups. A row whose key is not declared is never released, and it
+must never take one of its person's L places from a declared partition: the filter to declared keys
+runs on the partitions (after the per-person sums, before the choice of L), not on every row.
+"""
+import duckdb
+import pytest
+
+import dpsql
+from dpsql import testing
+
+UNITS = 40
+
+
+def database() -> duckdb.DuckDBPyConnection:
+    """Every person has one row under the declared key 'A' and rows under undeclared X, Y, Z."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE events (pid INTEGER, k VARCHAR, v DOUBLE)")
+    con.execute(f"""INSERT INTO events
+        SELECT pid, k, 1.0 FROM range({UNITS}) t(pid), (VALUES ('A'), ('X'), ('Y'), ('Z'), ('Z')) s(k)""")
+    return con
+
+
+def connect(L: int) -> dpsql.PrivateConnection:
+    policy = {"version": 1, "budget": {"epsilon": 1e9, "delta": 1e-6},
+              "tables": {"events": {"privacy_unit": "pid", "max_groups_per_unit": L, "max_rows_per_unit": 5,
+                                    "columns": {"pid": {"identifier": True}, "k": {"keys": ["A", "B", "C"]},
+                                                "v": {"type": "float", "lower": 0, "upper": 1}}}}}
+    return dpsql.connect(database(), policy=policy, ledger=":memory:")
+
+
+@pytest.mark.parametrize("sampling", ["hash", "random"])
+def test_undeclared_partitions_never_take_a_persons_place(sampling):
+    db = connect(L=1)   # 3 declared keys > L: a choice is made per person
+    for _ in range(3):
+        rows = testing.run(db, "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM events GROUP BY k",
+                           sampling=sampling).rows
+        assert sorted(rows) == [("A", UNITS, UNITS), ("B", 0, 0), ("C", 0, 0)]
+
+
+def test_the_filter_to_declared_keys_runs_on_partitions_not_rows():
+    plan = testing.lower(connect(L=1), "SELECT k, COUNT(*) FROM events GROUP BY k")
+    rows, rest = plan.rewritten_sql.split('"__units"', 1)
+    assert "'X'" not in plan.rewritten_sql
+    assert " IN (" not in rows, "no row filter on the declared keys"
+    assert "QUALIFY" in rest and " IN (" in rest.split("QUALIFY", 1)[1], "declared keys checked beside the choice of L"
+
+
+def test_without_a_choice_undeclared_partitions_are_dropped_at_release():
+    db = connect(L=3)   # 3 declared keys <= L: no choice, no window
+    plan = testing.lower(db, "SELECT k, COUNT(*) FROM events GROUP BY k")
+    assert "ROW_NUMBER" not in plan.rewritten_sql
+    rows = testing.run(db, "SELECT k, COUNT(*) AS n FROM events GROUP BY k").rows
+    assert sorted(rows) == [("A", UNITS), ("B", 0), ("C", 0)]
+
+
+def test_a_per_person_relation_needs_no_choice_of_partitions(db):
+    sql = """SELECT n, COUNT(*) AS people FROM (SELECT person_id, COUNT(*) AS n FROM visits GROUP BY person_id) AS per
+             GROUP BY n"""
+    plan = testing.lower(db, sql, delta=1e-6)
+    assert "ROW_NUMBER" not in plan.rewritten_sql, "one row per person: one partition each, L = 1 holds"
+    exact = dict(testing.duckdb_connection(db).execute(
+        "SELECT n, COUNT(*) FROM (SELECT person_id, COUNT(*) AS n FROM visits GROUP BY person_id) GROUP BY n").fetchall())
+    released = dict(testing.run(db, sql, epsilon=1e9, delta=1e-6).rows)
+    assert released and all(released[n] == exact[n] for n in released)
