@@ -147,6 +147,8 @@ class Remote:
             raise rebuild_error(e.code, e.read(), sql) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:   # refused, reset, cut short
             reason = getattr(e, "reason", e)
+            if data is not None and len(data) > 1 << 20:   # the server hangs up on a body past its limit
+                reason = f"{reason} (while sending {len(data)} bytes; the server refuses bodies over its limit)"
             raise ConnectionError(f"cannot reach the dpsql server at {self.url}: {reason}") from None
 
 
