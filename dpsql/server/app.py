@@ -64,7 +64,7 @@ class _Server:
         token = token.strip()
         if scheme.lower() != "bearer" or not token or len(token) > 512:
             raise AuthError("DP407", "a valid analyst token is needed (Authorization: Bearer <token>)",
-                               hint="ask the data owner for a token: dpsql analyst add NAME --epsilon E")
+                            hint="ask the data owner for a token: dpsql analyst add NAME --epsilon E")
         return await self.work(self.db.analyst, token=token)
 
 
