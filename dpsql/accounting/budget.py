@@ -89,10 +89,17 @@ class BasicComposition:
         return Cost.of(plan.epsilon, plan.delta)
 
     def compose(self, costs: Iterable[Cost]) -> Cost:
-        total = ZERO
-        for c in costs:
-            total = total + c
-        return total
+        return self.compose_amounts((c.epsilon, c.delta) for c in costs)
+
+    def compose_amounts(self, amounts: Iterable[tuple[Decimal, Decimal]]) -> Cost:
+        """The total of (epsilon, delta) pairs already checked finite and >= 0: summed in one exact
+        context (a ledger sums every charge at every charge; a Cost per row was 10x slower)."""
+        epsilon, delta = Decimal(0), Decimal(0)
+        with decimal.localcontext(_EXACT):
+            for e, d in amounts:
+                epsilon += e
+                delta += d
+        return Cost(epsilon, delta)
 
 
 BASIC = BasicComposition()

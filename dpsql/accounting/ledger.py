@@ -310,13 +310,13 @@ class Ledger:
                                         [analyst]))
 
     def _compose(self, rows) -> Cost:
-        costs = []
+        amounts = []
         for eps, dlt, composition in rows:
             if composition not in COMPOSITIONS:
                 raise self._store.corrupt(f"a charge was made under composition {composition!r}, unknown to "
                                           "this version of dpsql")
-            costs.append(Cost(self._amount(eps), self._amount(dlt)))
-        return self.composition.compose(costs)
+            amounts.append((self._amount(eps), self._amount(dlt)))
+        return self.composition.compose_amounts(amounts)
 
     def _amount(self, text) -> Decimal:
         try:
