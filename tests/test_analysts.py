@@ -308,7 +308,8 @@ def processes():
         yield pool
 
 
-def _race(pool, tmp_path, total: float, budgets: dict[str, float], attempts: int) -> list[tuple[str, str]]:
+def _race(pool, tmp_path, total: float, budgets: dict[str, float], attempts: int,
+          threads: int = 4) -> list[tuple[str, str]]:
     path = str(tmp_path / "l.sqlite")
     book = ledger_at(path, epsilon=total)
     for name, eps in budgets.items():
@@ -316,7 +317,7 @@ def _race(pool, tmp_path, total: float, budgets: dict[str, float], attempts: int
     book.close()
     jobs = [name for _ in range(attempts) for name in budgets]
     parts = pool.map(_charge_many, [path] * PROCESSES, [jobs[i::PROCESSES] for i in range(PROCESSES)],
-                     [4] * PROCESSES)
+                     [threads] * PROCESSES)
     return [r for part in parts for r in part]
 
 
@@ -336,6 +337,18 @@ def test_many_threads_in_many_processes_never_overspend_the_total(processes, tmp
     book = Ledger(str(tmp_path / "l.sqlite"))
     spent = [Decimal(repr(c.epsilon)) for c in book.budget().history]
     assert sum(spent) == Decimal("0.6") and len(spent) == 6
+
+
+@pytest.mark.slow
+def test_five_analysts_race_in_32_threads_over_4_processes_and_the_sums_stay_exact(processes, tmp_path):
+    budgets = {"a": 0.7, "b": 1.1, "c": 0.3, "d": 0.9, "e": 2.0}          # 7 + 11 + 3 + 9 + 20 = 50 queries
+    outcomes = _race(processes, tmp_path, total=5.0, budgets=budgets, attempts=30, threads=8)
+    won = [name for name, result in outcomes if result == "ok"]
+    assert {n: won.count(n) for n in budgets} == {"a": 7, "b": 11, "c": 3, "d": 9, "e": 20}
+    book = Ledger(str(tmp_path / "l.sqlite"))
+    assert sum(Decimal(repr(c.epsilon)) for c in book.budget().history) == Decimal("5.0")
+    for name, eps in budgets.items():
+        assert book.budget(name).spent_epsilon == eps
 
 
 # --- the owner's commands ---------------------------------------------------------------------------
