@@ -285,6 +285,21 @@ def test_a_source_file_change_defeats_the_replay_of_a_database_query(tmp_path, p
     assert not run().replayed
 
 
+def test_a_connection_whose_tables_all_come_from_sources_replays_across_connections(tmp_path, parquet):
+    ledger = str(tmp_path / "budget.sqlite")
+    run = lambda con: dpsql.connect(con, policy=policy(source=str(parquet)), ledger=ledger).sql(COUNT_BY_SEX)
+    assert not run(duckdb.connect()).replayed and run(duckdb.connect()).replayed
+    def with_visits():
+        con = duckdb.connect()
+        con.execute(f"CREATE TABLE visits AS {PEOPLE}")
+        return con
+    assert run(with_visits()).replayed   # a table outside the policy does not matter
+    both = policy(source=str(parquet))
+    both["tables"]["visits"] = {"privacy_unit": "row", "columns": {}}   # read from the connection: no identity
+    rerun = lambda: dpsql.connect(with_visits(), policy=both, ledger=str(tmp_path / "b.sqlite")).sql(COUNT_BY_SEX)
+    assert not rerun().replayed and not rerun().replayed
+
+
 def test_a_large_file_is_known_by_its_stat(tmp_path, parquet, monkeypatch):
     from dpsql.accounting import replay
     monkeypatch.setattr(replay, "SMALL_FILE", 0)

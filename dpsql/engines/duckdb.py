@@ -42,7 +42,7 @@ class DuckDBEngine:
         self.run_lock = threading.Lock()   # one DuckDB connection runs one query at a time
         self.handed_over = handed_over     # the owner's connection: its own tables have no identity dpsql knows
         self.data = dict(data or {})       # table -> Source or DataFrame given to connect, read by read_sources
-        self.opaque = handed_over          # some table's data has no identity (file_data_version cannot name it)
+        self.opaque = False                # some table's data has no identity (file_data_version cannot name it)
         self._stats: dict = {}             # source files' stats before they were read
         self._tables: tuple[str, ...] = ()
 
@@ -90,6 +90,7 @@ class DuckDBEngine:
                 if not self.handed_over and self.path is None:
                     raise PolicyError("DP502", f"table {name!r} (tables.{name}) has no data: the policy gives it "
                                                "no source: and connect() was not given it")
+                self.opaque |= self.handed_over   # the owner's connection's own table: no identity
                 continue
             if table_schema(self.con, name):
                 raise PolicyError("DP502", f"table {name!r} has a source, but the database holds a table {name!r} "
