@@ -242,4 +242,5 @@ def dump(policy: dict, notes: list[str], source: str) -> str:
     header = [f"# dpsql policy converted from SmartNoise metadata {source} (dpsql policy import).",
               "# Review the budget (SmartNoise's metadata has none) and every note below."]
     header += [f"# note: {n}" for n in notes]
-    return "\n".join(header) + "\n" + yaml.safe_dump(policy, sort_keys=False, allow_unicode=True)
+    return "\n".join(header) + "\n" + yaml.safe_dump(policy, sort_keys=False, allow_unicode=True,
+                                                      default_flow_style=None)   # a column a line

@@ -19,6 +19,10 @@ exact types and values. Rows outside the periods or bins the bounds touch are dr
 as rows whose value is not a declared key are. A domain of more than ``MAX_DERIVED_KEYS`` groups is
 not derived (``TooManyKeys``): the item is then a private key, refused without delta (DP304).
 
+Two more things follow from the policy and the query alone: a ``CASE``/``IF`` item whose branches
+are all literals has those literals as its groups (``literal_branches``), and a number column whose
+keys are numbers is bounded by them (``key_bounds``).
+
 >>> import datetime, sqlglot
 >>> from dpsql.policy import ColumnPolicy
 >>> d = ColumnPolicy("d", dates=(datetime.date(1992, 3, 1), datetime.date(1998, 12, 31)), sql_type="DATE")
@@ -108,9 +112,9 @@ def key_bounds(table: TablePolicy) -> TablePolicy:
 def literal_branches(expression: exp.Expression) -> tuple[exp.Expression, ...] | None:
     """The values a GROUP BY item ``CASE WHEN ... THEN <literal> ... [ELSE <literal>] END`` (or
     ``IF(c, <literal>, <literal>)``) can take, NULL included when no ELSE says otherwise; None when
-    some branch is not a literal. Each row lands in one of them whatever its conditions read (a
-    condition that fails on a row is NULL there, under TRY: the row takes the next branch), so these
-    groups follow from the query alone, as a fixed set of filtered counts would.
+    some branch is not a literal. Whatever its conditions read, a row's value is one of them (or NULL
+    where the CASE fails on it, under TRY: a group outside these, never released), so these groups
+    follow from the query alone, as a fixed set of filtered counts would.
 
     >>> [b.sql() for b in literal_branches(exp.maybe_parse("CASE WHEN age < 18 THEN 'child' END"))]
     ["'child'", 'NULL']
