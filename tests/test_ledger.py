@@ -196,6 +196,21 @@ def test_the_ledger_is_append_only(tmp_path):
     assert book.budget().spent_epsilon == 0.5
 
 
+def test_the_sums_kept_between_charges_follow_every_writer_and_start_over_on_a_rewritten_file(tmp_path):
+    path = str(tmp_path / "l.sqlite")
+    a, b = ledgers.Ledger(path, load_policy(policy_with(epsilon=0.5))), ledgers.Ledger(path, load_policy(policy_with(epsilon=0.5)))
+    a.reserve(Cost.of(0.25, 0), sql="q", plan="p")
+    b.reserve(Cost.of(0.125, 0), sql="q", plan="p")            # b's sums start from the file: 0.25 + 0.125
+    with pytest.raises(BudgetExceeded):
+        a.reserve(Cost.of(0.25, 0), sql="q", plan="p")         # a reads b's charge before checking
+    a.reserve(Cost.of(0.125, 0), sql="q", plan="p")
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as other:   # what no dpsql would do
+        other.execute("DROP TRIGGER charges_are_kept")
+        other.execute("DELETE FROM charges WHERE id = 1")
+    b.reserve(Cost.of(0.25, 0), sql="q", plan="p")             # fewer charges than b summed: summed again
+    assert b.budget().spent_epsilon == 0.5
+
+
 # --- composition ---------------------------------------------------------------------------------
 
 def test_group_by_is_charged_once_and_aggregates_compose_sequentially(files):
