@@ -204,6 +204,9 @@ UNIT_AGGREGATES = {Quantity.COUNT: _unit_rows, Quantity.COUNT_COL: _unit_rows, Q
                    Quantity.QUANTILE: lambda m, C: quantile.unit_leaves(m)}
 
 
+RANKS = 2 ** 53   # a partition's random rank lies in [0, RANKS); an undeclared one's in [RANKS, 2 * RANKS)
+
+
 def needs_partition_sampling(plan: Plan) -> bool:
     """A unit can only exceed L partitions when there are more than L of them (unknown: private keys),
     and never when it has one row (a per-person relation, grouped by the unit: one partition each)."""
@@ -222,24 +225,26 @@ def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp
     C, L = plan.max_rows, plan.max_groups
     projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in plan.measurements]
     sampled = needs_partition_sampling(plan)
+    domain = in_domain(plan) if sampled else None
     if sampled:
         # Materialise the random key first: DuckDB refuses volatile expressions in a window's ORDER BY.
         if sampling == "hash":
-            rank_key = exp.Mod(this=fn("HASH", col("__unit"), *[k.copy() for k in keys]), expression=num(2 ** 53))
+            rank_key = exp.Mod(this=fn("HASH", col("__unit"), *[k.copy() for k in keys]), expression=num(RANKS))
         else:
-            rank_key = cast(exp.Mul(this=fn("RANDOM"), expression=num(2 ** 53)), "BIGINT")
+            rank_key = cast(exp.Mul(this=fn("RANDOM"), expression=num(RANKS)), "BIGINT")
+        if domain is not None:
+            # Undeclared partitions (keys.partition_keys) rank after every declared one: one integer
+            # sort key, and the filter below an integer comparison that DuckDB cannot push back
+            # down to the rows (__r is an aggregate's output).
+            rank_key = exp.Add(this=rank_key, expression=case_when(domain, num(0), num(RANKS)))
         projections.append(alias(rank_key, "__r"))
     units = select(*projections, source="__rows", group=[col("__unit"), *[k.copy() for k in keys]])
     ctes = [("__units", units)]
     if sampled:
-        # Undeclared partitions (keys.partition_keys) rank after every declared one and are dropped
-        # here, above the window, where DuckDB cannot push the filter back down to the rows.
-        domain = in_domain(plan)
-        order = [exp.Ordered(this=col("__r"))]
-        if domain is not None:
-            order.insert(0, exp.Ordered(this=case_when(domain, num(0), num(1))))
-        rank = exp.Window(this=exp.RowNumber(), partition_by=[col("__unit")], order=exp.Order(expressions=order))
-        kept = conjunction([exp.LTE(this=rank, expression=num(L)), domain])
+        rank = exp.Window(this=exp.RowNumber(), partition_by=[col("__unit")],
+                          order=exp.Order(expressions=[exp.Ordered(this=col("__r"))]))
+        kept = conjunction([exp.LTE(this=rank, expression=num(L)),
+                            None if domain is None else exp.LT(this=col("__r"), expression=num(RANKS))])
         bounded = exp.select(exp.Star()).from_(exp.Table(this=ident("__units")), copy=False).qualify(kept, copy=False)
         ctes.append(("__bounded", bounded))
     return ctes
