@@ -66,3 +66,13 @@ def test_a_per_person_relation_needs_no_choice_of_partitions(db):
         "SELECT n, COUNT(*) FROM (SELECT person_id, COUNT(*) AS n FROM visits GROUP BY person_id) GROUP BY n").fetchall())
     released = dict(testing.run(db, sql, epsilon=1e9, delta=1e-6).rows)
     assert released and all(released[n] == exact[n] for n in released)
+
+
+def test_a_quantile_tree_never_counts_an_undeclared_partition():
+    """A tree counts every partition it is given before its groups meet the declared keys, so rows of
+    undeclared keys stay out at the rows: a person's X, Y, Z would come on top of their L places."""
+    plan = testing.lower(connect(L=3), "SELECT k, MEDIAN(v) FROM events GROUP BY k")
+    rows = plan.rewritten_sql.split('"__units"', 1)[0]
+    assert " IN (" in rows and "'A'" in rows
+    released = testing.run(connect(L=3), "SELECT k, COUNT(*) AS n, MEDIAN(v) FROM events GROUP BY k").rows
+    assert sorted(r[:2] for r in released) == [("A", UNITS), ("B", 0), ("C", 0)]
