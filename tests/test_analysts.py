@@ -397,3 +397,19 @@ def test_analyst_add_in_a_real_process_prints_the_token_once(tmp_path):
     listed = subprocess.run([sys.executable, "-m", "dpsql.cli.commands", "analyst", "list", "--db", str(db)],
                             capture_output=True, text=True, env=env, timeout=120)
     assert listed.returncode == 0 and "carol" in listed.stdout and token not in listed.stdout + listed.stderr
+
+
+def test_totals_are_the_budgets_figures_without_the_history(tmp_path):
+    """What the server reports with every answer reads the kept sums, not the history: same figures."""
+    from dpsql.accounting.budget import Cost
+    from dpsql.accounting.ledger import Ledger
+    from dpsql.policy import load_policy
+    book = Ledger(str(tmp_path / "l.sqlite"), load_policy({"budget": {"epsilon": 10}, "tables": {"t": {"privacy_unit": "row"}}}))
+    book.add_analyst("al", 3)
+    for _ in range(3):
+        book.reserve(Cost.of(0.5, 0), sql="q", plan="", analyst="al")
+    book.reserve(Cost.of(0.25, 0), sql="q", plan="")
+    for who in (None, "al"):
+        full, short = book.budget(who), book.totals(who)
+        assert short.history == () and (short.total_epsilon, short.spent_epsilon, short.queries) == \
+            (full.total_epsilon, full.spent_epsilon, full.queries)

@@ -166,6 +166,26 @@ class Ledger:
                 db.execute("COMMIT")
             return self._budget(total, rows, analyst)
 
+    def totals(self, analyst: str | None = None) -> Budget:
+        """``budget(analyst)`` without the history: the kept sums of ``_spent`` and a count, so its cost
+        does not grow with the history (the server reports it with every answer)."""
+        with self._lock, self._store.errors("read"):
+            db = self._store.existing()
+            if db is None:
+                if analyst is not None:
+                    raise _no_analyst(analyst)
+                return self._budget(self._store.total(None), [], None)
+            db.execute("BEGIN")
+            try:
+                total = self._store.total(db) if analyst is None else self._state(db, analyst)[0]
+                spent = self._spent(db, analyst)
+                queries = db.execute(f"SELECT COUNT(*) FROM charges {'' if analyst is None else 'WHERE analyst = ?'}",
+                                     [] if analyst is None else [analyst]).fetchone()[0]
+            finally:
+                db.execute("COMMIT")
+            return Budget(float(total.epsilon), float(total.delta), float(spent.epsilon), float(spent.delta),
+                          queries, (), self.path, analyst)
+
     def answer(self, charge_id: int, analyst: str | None = None) -> pa.Table | None:
         """A released answer of ``analyst``'s own (None: the owner's), free; None for any other id,
         whether it exists or not, and for a revoked analyst."""

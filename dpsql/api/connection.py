@@ -249,6 +249,11 @@ class AnalystView:
         """The analyst's own budget, spent, remaining and history."""
         return self._db._ledger.budget(analyst=self.name)
 
+    @property
+    def totals(self) -> Budget:
+        """``budget`` without the history (what every answer reports; its cost does not grow with it)."""
+        return self._db._ledger.totals(analyst=self.name)
+
     def answer(self, charge_id: int) -> pa.Table | None:
         """The answer of one of this analyst's released queries (None for any other id)."""
         return self._db._ledger.answer(charge_id, analyst=self.name)

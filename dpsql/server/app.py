@@ -129,7 +129,7 @@ async def query(server: _Server, request: Request) -> Response:
 
     def run():
         result = analyst.sql(args.pop("sql"), **args)
-        return result, encode.plan_doc(result.plan), encode.budget_doc(analyst.budget, analyst.name)
+        return result, encode.plan_doc(result.plan), encode.budget_doc(analyst.totals, analyst.name)
     result, plan, budget = await server.work(run)
     return _answer(request, result.arrow(), plan, budget, result.replayed)
 
@@ -145,7 +145,7 @@ async def explain(server: _Server, request: Request) -> Response:
 @endpoint
 async def budget(server: _Server, request: Request) -> Response:
     analyst = await server.analyst(request)
-    return _json(await server.work(lambda: encode.budget_doc(analyst.budget, analyst.name)))
+    return _json(await server.work(lambda: encode.budget_doc(analyst.totals, analyst.name)))
 
 
 @endpoint
