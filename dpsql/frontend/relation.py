@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from dpsql.lower.sql import join as join_node
+from dpsql.lower.sql import col, ident, join as join_node   # nodes, not the builders' parsed strings
 from dpsql.policy import ColumnPolicy, Policy, TablePolicy
 
 UNIT = "__unit"
@@ -101,7 +101,7 @@ def _unit_type(private: list[Instance]) -> str:
 def _unit_expression(instances: dict[str, Instance], source: exp.Select, policy: Policy) -> exp.Expression:
     """The unit of a joined row: the key of any private table that holds it (COALESCE: a LEFT JOIN's
     side may be NULL); when none does, the links' joins are added (LEFT, on a unique key) to reach one."""
-    keys = [_column(i.table.unit_key, i.alias) for i in instances.values()
+    keys = [col(i.table.unit_key, i.alias) for i in instances.values()
             if not i.table.public and i.table.unit_key is not None]
     if not keys:
         private = [i for i in instances.values() if not i.table.public]
@@ -109,11 +109,11 @@ def _unit_expression(instances: dict[str, Instance], source: exp.Select, policy:
         previous, table = top.alias, top.table
         for n, link in enumerate(top.table.path, start=1):
             alias = f"__path{n}"
-            join_node(source, exp.Table(this=_ident(link.references_table), alias=exp.TableAlias(this=_ident(alias))),
-                      exp.EQ(this=_column(link.column, previous), expression=_column(link.references_column, alias)), "LEFT")
+            join_node(source, exp.Table(this=ident(link.references_table), alias=exp.TableAlias(this=ident(alias))),
+                      exp.EQ(this=col(link.column, previous), expression=col(link.references_column, alias)), "LEFT")
             previous, table = alias, policy.tables[link.references_table]
             if table.unit_key is not None:
-                keys = [_column(table.unit_key, alias)]
+                keys = [col(table.unit_key, alias)]
                 break
     return keys[0] if len(keys) == 1 else exp.Coalesce(this=keys[0], expressions=keys[1:])
 
@@ -126,7 +126,7 @@ def _source(select: exp.Select, instances: dict[str, Instance], renames: dict[tu
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             alias = resolve(node, instances)
             if alias is not None:
-                return _column(node.name.lower(), alias)
+                return col(node.name.lower(), alias)
         return node
     first = select.args["from_"].this
     source = exp.select().from_(_table(first, instances), copy=False)
@@ -141,25 +141,16 @@ def _source(select: exp.Select, instances: dict[str, Instance], renames: dict[tu
     filters += select.meta.get("semi_joins", [])   # already written over the tables' aliases
     if filters:
         source.where(exp.and_(*filters, copy=False), copy=False)
-    projections = [exp.Alias(this=_column(column, alias), alias=_ident(virtual))
+    projections = [exp.Alias(this=col(column, alias), alias=ident(virtual))
                    for (alias, column), virtual in renames.items() if virtual != unit_name]
     if any(not i.table.public for i in instances.values()):
-        projections.append(exp.Alias(this=_unit_expression(instances, source, policy), alias=_ident(unit_name)))
+        projections.append(exp.Alias(this=_unit_expression(instances, source, policy), alias=ident(unit_name)))
     source.set("expressions", projections)
     return source
 
 
-# Nodes built directly (lower/sql.py says why): the builders were a fifth of a six-table join's planning.
-def _ident(name: str) -> exp.Identifier:
-    return exp.Identifier(this=name, quoted=True)
-
-
-def _column(name: str, table: str) -> exp.Column:
-    return exp.Column(this=_ident(name), table=_ident(table))
-
-
 def _table(node: exp.Table, instances: dict[str, Instance]) -> exp.Table:
     alias = (node.alias or node.name).lower()
-    return exp.Table(this=_ident(instances[alias].table.name), alias=exp.TableAlias(this=_ident(alias)))
+    return exp.Table(this=ident(instances[alias].table.name), alias=exp.TableAlias(this=ident(alias)))
 
 

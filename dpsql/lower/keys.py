@@ -52,12 +52,12 @@ def partition_keys(plan: Plan) -> dict[str, str]:
         # rows of undeclared keys stay out at the rows, so each count is one the tree's sensitivity
         # covers (a person's undeclared partitions would come on top of their L declared ones).
         return {}
-    plain: dict[str, list[str | None]] = {}
-    for key, name in zip(plan.group_keys, key_names(plan)):
-        for c in key.columns:
-            plain.setdefault(c.name, []).append(name if key.column == c.name and len(key.columns) == 1 else None)
-    return {c.name: plain[c.name][0] for c in key_columns(plan)
-            if None not in plain[c.name] and key_table(plan, c.name) is None
+    def bare(key) -> bool:
+        return len(key.columns) == 1 and key.column == key.columns[0].name
+    plain = {key.column: name for key, name in zip(plan.group_keys, key_names(plan)) if bare(key)}
+    in_expressions = {c.name for key in plan.group_keys if not bare(key) for c in key.columns}
+    return {c.name: plain[c.name] for c in key_columns(plan)
+            if c.name in plain and c.name not in in_expressions and key_table(plan, c.name) is None
             and plan.table.columns[c.name].public_source is None}
 
 
