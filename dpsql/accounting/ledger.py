@@ -149,26 +149,25 @@ class Ledger:
         Raises:
             AuthError (DP407): no such analyst.
         """
-        with self._lock, self._store.errors("read"):
-            db = self._store.existing()
-            if db is None:
-                if analyst is not None:
-                    raise _no_analyst(analyst)
-                return self._budget(self._store.total(None), [], None)
-            db.execute("BEGIN")
-            try:
-                total = self._store.total(db) if analyst is None else self._state(db, analyst)[0]
-                rows = db.execute(
-                    "SELECT id, time, sql, plan, epsilon, delta, status, replays, composition, analyst "
-                    f"FROM charges {'' if analyst is None else 'WHERE analyst = ?'} ORDER BY id",
-                    [] if analyst is None else [analyst]).fetchall()
-            finally:
-                db.execute("COMMIT")
+        def read(db, total: Cost, mine: str, args: list) -> Budget:
+            rows = db.execute("SELECT id, time, sql, plan, epsilon, delta, status, replays, composition, analyst "
+                              f"FROM charges {mine} ORDER BY id", args).fetchall()
             return self._budget(total, rows, analyst)
+        return self._snapshot(analyst, read)
 
     def totals(self, analyst: str | None = None) -> Budget:
         """``budget(analyst)`` without the history: the kept sums of ``_spent`` and a count, so its cost
         does not grow with the history (the server reports it with every answer)."""
+        def read(db, total: Cost, mine: str, args: list) -> Budget:
+            spent = self._spent(db, analyst)
+            queries = db.execute(f"SELECT COUNT(*) FROM charges {mine}", args).fetchone()[0]
+            return Budget(float(total.epsilon), float(total.delta), float(spent.epsilon), float(spent.delta),
+                          queries, (), self.path, analyst)
+        return self._snapshot(analyst, read)
+
+    def _snapshot(self, analyst: str | None, read) -> Budget:
+        """``read(db, total, where, args)`` in one read transaction: the ledger's total and all charges
+        (None), or the analyst's total and their charges only."""
         with self._lock, self._store.errors("read"):
             db = self._store.existing()
             if db is None:
@@ -178,13 +177,9 @@ class Ledger:
             db.execute("BEGIN")
             try:
                 total = self._store.total(db) if analyst is None else self._state(db, analyst)[0]
-                spent = self._spent(db, analyst)
-                queries = db.execute(f"SELECT COUNT(*) FROM charges {'' if analyst is None else 'WHERE analyst = ?'}",
-                                     [] if analyst is None else [analyst]).fetchone()[0]
+                return read(db, total, "" if analyst is None else "WHERE analyst = ?", [] if analyst is None else [analyst])
             finally:
                 db.execute("COMMIT")
-            return Budget(float(total.epsilon), float(total.delta), float(spent.epsilon), float(spent.delta),
-                          queries, (), self.path, analyst)
 
     def answer(self, charge_id: int, analyst: str | None = None) -> pa.Table | None:
         """A released answer of ``analyst``'s own (None: the owner's), free; None for any other id,
