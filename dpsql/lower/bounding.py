@@ -15,10 +15,11 @@ from dpsql.lower.noise import scalar_measurements
 from dpsql.plan.kinds import Bounding, Quantity
 
 
-def on_grid(value: exp.Expression, m: Measurement) -> exp.Expression:
-    """round(clamp(value) / g) as BIGINT: an exact integer number of grid steps, |.| <= B."""
+def on_grid(value: exp.Expression, m: Measurement, integer: bool = True) -> exp.Expression:
+    """round(clamp(value) / g): an exact integer number of grid steps, |.| <= B < 2**21 (GRID_BITS);
+    as BIGINT, or left a DOUBLE (``integer=False``, see bounded_unit_sum for why that is exact)."""
     scaled = fn("ROUND", exp.Mul(this=clamp(value, m.lower, m.upper), expression=num(1.0 / m.granularity)))
-    return cast(scaled, "BIGINT")
+    return cast(scaled, "BIGINT") if integer else scaled
 
 
 def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
@@ -53,7 +54,7 @@ def clamp_in_type(value: exp.Expression, policy) -> exp.Expression:
     return clamp(value, lo, hi)
 
 
-def quantised_row(m: Measurement, value: exp.Expression) -> exp.Expression:
+def quantised_row(m: Measurement, value: exp.Expression, integer: bool = True) -> exp.Expression:
     """A row's value (``value``: its argument, evaluated once in __rows) on the grid, |.| <= B.
 
     Centred (offset m, bounds lo = m - r, hi = m + r): (clamp(x, lo, hi) - m) ** moment, which lies in
@@ -62,11 +63,12 @@ def quantised_row(m: Measurement, value: exp.Expression) -> exp.Expression:
     nothing else becomes NULL, so a unit's count of values and its sum see the same rows.
     """
     if m.offset is None:
-        return on_grid(value, m)
+        return on_grid(value, m, integer)
     r = m.upper if m.moment == 1 else m.upper ** 0.5
     diff = exp.Paren(this=exp.Sub(this=clamp(value, m.offset - r, m.offset + r), expression=num(float(m.offset))))
     moment = diff if m.moment == 1 else exp.Mul(this=diff, expression=diff.copy())
-    return cast(fn("ROUND", exp.Mul(this=moment, expression=num(1.0 / m.granularity))), "BIGINT")
+    steps = fn("ROUND", exp.Mul(this=moment, expression=num(1.0 / m.granularity)))
+    return cast(steps, "BIGINT") if integer else steps
 
 
 def row_value(m: Measurement, value: exp.Expression) -> exp.Expression:
@@ -121,7 +123,8 @@ def rows_cte(plan: Plan) -> exp.Select:
     for m in plan.measurements:
         value = col(raw_column(m.column)) if m.column is not None else None
         if m.kind == Quantity.SUM and m.bounding == Bounding.ROWS:
-            derived.append(alias(quantised_row(m, value), value_column(m)))
+            # Per unit (user level) the steps stay DOUBLE: bounded_unit_sum sums them exactly.
+            derived.append(alias(quantised_row(m, value, integer=plan.table.row_level), value_column(m)))
         elif m.kind == Quantity.SUM:
             derived.append(alias(row_value(m, value), value_column(m)))
         elif m.kind == Quantity.QUANTILE:
@@ -154,15 +157,26 @@ def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
 
     That is the expected sum of C of its values drawn at random, with no randomness: |result| <= C*B.
     Integer division truncates toward zero, so the bound holds exactly.
+
+    The row values are integers |v| <= B in DOUBLE (rows_cte): DuckDB sums DOUBLEs with plain adds,
+    where BIGINTs without statistics take a 128-bit state (Q1 at SF1: 14% of its CPU). Any order of
+    adding n such values is exact while n * B <= 2**53 (every partial sum is an integer of at most
+    that size); a unit with more rows in one partition (over 2**32: B < 2**21) adds nothing, so its
+    value is always a function of its own rows alone, never of the order the engine added them in.
     """
     v = col(value_column(m))
     n = exp.Count(this=col(raw_column(m.column)))
-    total = exp.Sum(this=v)
+    bound = grid_bound(m.lower, m.upper, m.granularity)
+    total = cast(exp.Sum(this=v), "BIGINT")
     scaled = exp.IntDiv(this=exp.Mul(this=cast(total, "HUGEINT"), expression=num(C)), expression=n)
     # n counts exactly the rows with a value (one evaluation, rows_cte), so |result| <= C*B already;
     # the clamp makes that hold by construction. C*B < 2**62: BIGINT, the next SUM needs no 128-bit state.
-    cap = C * grid_bound(m.lower, m.upper, m.granularity)
-    return cast(saturate(case_when(exp.GT(this=n.copy(), expression=num(C)), scaled, total.copy()), cap), "BIGINT")
+    capped = case_when(exp.GT(this=n.copy(), expression=num(C)), scaled, total.copy())
+    exact = case_when(exp.GT(this=n.copy(), expression=num(EXACT_DOUBLE // max(bound, 1))), num(0), capped)
+    return cast(saturate(exact, C * bound), "BIGINT")
+
+
+EXACT_DOUBLE = 2 ** 53   # every integer of at most this magnitude is a double
 
 
 def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
