@@ -118,6 +118,11 @@ def noise_function(db: PrivateConnection) -> str:
     return db._noise_function
 
 
+def forget_plans(db: PrivateConnection) -> None:
+    """Empty ``db``'s plan cache (api/plan_cache.py): the next query is planned from scratch."""
+    db._plans.clear()
+
+
 def random_source(db: PrivateConnection) -> RandomSource:
     """Where ``db``'s noise draws its randomness."""
     return db._source

@@ -38,6 +38,7 @@ from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.frontend.validate import validate
 from dpsql.accounting.replay import plan_signature
 from dpsql.api.result import Result
+from dpsql.api.plan_cache import Entry, PlanCache, key as plan_key
 
 def _choose(name: str, caller, query, default):
     """The caller's value, else the query's OPTIONS, else the policy default; two different ones conflict."""
@@ -62,6 +63,7 @@ class PrivateConnection:
         self._noise = noise.NoiseBuffer()
         self._lock = threading.Lock()
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
+        self._plans = PlanCache()
         engine.register_noise(self._noise_function, self._noise_udf)
 
     def _noise_udf(self, values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
@@ -79,12 +81,19 @@ class PrivateConnection:
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
              ci: float | None = None, nonnegative: bool = True) -> Plan | PublicPlan:
         """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
-        return self._lowered(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
+        return self._planned(sql, epsilon, delta, ci, nonnegative, None).plan
+
+    def _planned(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None) -> Entry:
+        """The plan of this call, from the analyst's plan cache (api/plan_cache.py) when asked before."""
+        return self._plans.lookup(analyst, plan_key(sql, epsilon, delta, ci, nonnegative), lambda trace: self._lowered(
+            sql, epsilon, delta, ci=ci, nonnegative=nonnegative, trace=trace))
 
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
-                 nonnegative: bool = True, noise_function: str | None = None, **lowering) -> Plan | PublicPlan:
+                 nonnegative: bool = True, noise_function: str | None = None, trace: dict | None = None,
+                 **lowering) -> Plan | PublicPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
-        over public tables only is answered exactly (frontend/public.py), before the DP pipeline."""
+        over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
+        ``trace["engine"]`` is set when public keys were read from the engine (such a plan is not kept)."""
         try:
             parsed = parse(sql)
             if public_only(parsed, self.policy):
@@ -92,7 +101,7 @@ class PrivateConnection:
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = fold_constants(statement, sql)
-            scope = self._public_keys(statement, validate(statement, sql, policy))
+            scope = self._public_keys(statement, validate(statement, sql, policy), trace)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
             return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
@@ -100,12 +109,14 @@ class PrivateConnection:
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
 
-    def _public_keys(self, statement, scope: Scope) -> Scope:
+    def _public_keys(self, statement, scope: Scope, trace: dict | None = None) -> Scope:
         """GROUP BY columns of joined public tables get their values as keys, read from the engine."""
         wanted = {c.name for k in group_keys(statement, scope) for c in k.columns
                   if c.public_source is not None and c.keys is None}
         if not wanted:
             return scope
+        if trace is not None:
+            trace["engine"] = True
         columns = {name: self._engine.public_keys(scope.table.name, c, f"__dpsql_keys_{secrets.token_hex(4)}")
                    if name in wanted else c for name, c in scope.table.columns.items()}
         return dataclasses.replace(scope, table=dataclasses.replace(scope.table, columns=columns))
@@ -146,15 +157,18 @@ class PrivateConnection:
         """
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
-        plan = self.plan(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
+        planned = self._planned(sql, epsilon, delta, ci, nonnegative, analyst)
+        plan = planned.plan
         if isinstance(plan, PublicPlan):
             return self._exact(plan, analyst)
         relation = self._engine.bind(plan.rewritten_sql)
         cost = self._ledger.cost(plan)
-        text, names = replay.normalise_sql(sql)
-        # A replay must match everything that shapes the release: noise (bounds, sensitivities,
-        # scales, L, selection) and post-processing, not only the SQL text.
-        normalised = (text, names + (plan_signature(plan),))
+        if planned.normalised is None:
+            text, names = replay.normalise_sql(sql)
+            # A replay must match everything that shapes the release: noise (bounds, sensitivities,
+            # scales, L, selection) and post-processing, not only the SQL text.
+            planned.normalised = (text, names + (plan_signature(plan),))
+        normalised = planned.normalised
         ticket = self._ledger.reserve(
             cost, sql=normalised[0], plan=replay.plan_summary(plan), fresh=fresh, data_version=self._data_version,
             replay_key=replay.replay_key(normalised, cost, self._ledger.identity, self._data_version), analyst=analyst)
@@ -242,7 +256,7 @@ class AnalystView:
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True) -> Plan | PublicPlan:
-        return self._db.explain(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
+        return self._db._planned(sql, epsilon, delta, ci, nonnegative, self.name).plan
 
     @property
     def budget(self) -> Budget:

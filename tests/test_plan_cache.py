@@ -1,0 +1,83 @@
+"""A query asked again is not planned again: its plan is kept per analyst, and a plan that read public
+keys from the engine is never kept. Fresh noise every time all the same."""
+import pytest
+
+import dpsql
+from dpsql.api import plan_cache
+
+from test_joins import POLICY, SMALL, database
+
+COUNT = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
+
+
+@pytest.fixture
+def plannings(db, monkeypatch):
+    """How many times ``db`` ran its planning pipeline."""
+    calls = []
+    lowered = db._lowered
+    monkeypatch.setattr(db, "_lowered", lambda *a, **kw: calls.append(a[0]) or lowered(*a, **kw))
+    return calls
+
+
+def test_the_same_call_is_planned_once_and_still_draws_fresh_noise(db, plannings):
+    first = db.sql(COUNT, epsilon=0.5, fresh=True)
+    second = db.sql(COUNT, epsilon=0.5, fresh=True)
+    assert plannings == [COUNT]
+    assert second.plan is first.plan
+    assert first.fetchall() != second.fetchall(), "the plan is kept, never the noise"
+    assert db.sql(COUNT, epsilon=0.5).replayed, "the replay key still matches"
+    assert len(db.budget.history) == 2
+
+
+@pytest.mark.parametrize("other", [dict(epsilon=0.25), dict(epsilon=0.5, ci=0.9), dict(epsilon=0.5, delta=1e-7),
+                                   dict(epsilon=0.5, nonnegative=False)])
+def test_another_option_is_another_plan(db, plannings, other):
+    db.explain(COUNT, epsilon=0.5)
+    assert db.explain(COUNT, **other) is not db.explain(COUNT, epsilon=0.5)
+    assert len(plannings) == 2
+
+
+def test_one_and_one_point_zero_are_different_calls(db, plannings):
+    assert db.explain(COUNT, epsilon=1).epsilon == 1
+    db.explain(COUNT, epsilon=1.0)
+    assert len(plannings) == 2
+
+
+def test_a_refused_query_is_refused_every_time(db, plannings):
+    for _ in range(2):
+        with pytest.raises(dpsql.DpsqlError):
+            db.explain("SELECT ssn FROM people")
+    assert len(plannings) == 2
+
+
+def test_each_analyst_has_their_own_plans(db, plannings):
+    """Whether B's query is found must not depend on what A asked: a timing channel between analysts."""
+    db._ledger.add_analyst("a", epsilon=10)
+    db._ledger.add_analyst("b", epsilon=10)
+    a, b = db.analyst("a"), db.analyst("b")
+    a.explain(COUNT, epsilon=0.5)
+    a.sql(COUNT, epsilon=0.5)
+    assert len(plannings) == 1
+    b.explain(COUNT, epsilon=0.5)
+    assert len(plannings) == 2
+    db.explain(COUNT, epsilon=0.5)
+    assert len(plannings) == 3, "the owner's own plans are apart too"
+
+
+def test_each_analyst_keeps_a_bounded_number_of_plans(db, plannings, monkeypatch):
+    monkeypatch.setattr(db, "_plans", plan_cache.PlanCache(per_analyst=3))
+    queries = [f"SELECT COUNT(*) AS n FROM people WHERE age > {i}" for i in range(5)]
+    for q in queries:
+        db.explain(q)
+    db.explain(queries[-1])
+    assert len(plannings) == 5
+    db.explain(queries[0])
+    assert len(plannings) == 6, "the oldest was dropped"
+
+
+def test_a_plan_that_read_public_keys_from_the_engine_is_not_kept():
+    db = dpsql.connect(database(**SMALL), policy=POLICY, ledger=":memory:")
+    by_nation = "SELECT n_name, COUNT(*) AS n FROM customer JOIN nation ON c_nationkey = n_nationkey GROUP BY n_name"
+    declared = "SELECT c_seg, COUNT(*) AS n FROM customer GROUP BY c_seg"
+    assert db.explain(by_nation) is not db.explain(by_nation), "nation's names are read at planning"
+    assert db.explain(declared) is db.explain(declared)
