@@ -85,15 +85,13 @@ class PrivateConnection:
 
     def _planned(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None) -> Entry:
         """The plan of this call, from the analyst's plan cache (api/plan_cache.py) when asked before."""
-        return self._plans.lookup(analyst, plan_key(sql, epsilon, delta, ci, nonnegative), lambda trace: self._lowered(
-            sql, epsilon, delta, ci=ci, nonnegative=nonnegative, trace=trace))
+        return self._plans.lookup(analyst, plan_key(sql, epsilon, delta, ci, nonnegative), lambda: self._lowered(
+            sql, epsilon, delta, ci=ci, nonnegative=nonnegative))
 
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
-                 nonnegative: bool = True, noise_function: str | None = None, trace: dict | None = None,
-                 **lowering) -> Plan | PublicPlan:
+                 nonnegative: bool = True, noise_function: str | None = None, **lowering) -> Plan | PublicPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
-        over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
-        ``trace["engine"]`` is set when public keys were read from the engine (such a plan is not kept)."""
+        over public tables only is answered exactly (frontend/public.py), before the DP pipeline."""
         try:
             parsed = parse(sql)
             if public_only(parsed, self.policy):
@@ -101,7 +99,7 @@ class PrivateConnection:
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = fold_constants(statement, sql)
-            scope = self._public_keys(statement, validate(statement, sql, policy), trace)
+            scope = self._public_keys(statement, validate(statement, sql, policy))
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
             return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
@@ -109,14 +107,12 @@ class PrivateConnection:
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
 
-    def _public_keys(self, statement, scope: Scope, trace: dict | None = None) -> Scope:
+    def _public_keys(self, statement, scope: Scope) -> Scope:
         """GROUP BY columns of joined public tables get their values as keys, read from the engine."""
         wanted = {c.name for k in group_keys(statement, scope) for c in k.columns
                   if c.public_source is not None and c.keys is None}
         if not wanted:
             return scope
-        if trace is not None:
-            trace["engine"] = True
         columns = {name: self._engine.public_keys(scope.table.name, c, f"__dpsql_keys_{secrets.token_hex(4)}")
                    if name in wanted else c for name, c in scope.table.columns.items()}
         return dataclasses.replace(scope, table=dataclasses.replace(scope.table, columns=columns))

@@ -2,10 +2,10 @@
 
 Asking the same question again (a dashboard's refresh, ``fresh=True`` for new noise) skips parse,
 validate, plan and rewrite: 10-35 ms of Python per TPC-H query, as much as the engine takes for a
-small one. A plan is a function of the query text, the call's options, the connection's policy and
-noise function, and of public keys read from the engine; a plan that read public keys is never kept
-(the owner may change public tables under a handed-over connection). Planning never reads private
-data, so whether a plan is found says nothing about a person.
+small one. A plan is a function of the query text, the call's options and the connection's policy,
+noise function and public keys (the engine reads a public column's values once per connection:
+engines/duckdb.py ``public_keys``). Planning never reads private data, so whether a plan is found
+says nothing about a person.
 
 One LRU per analyst (``None``: the owner in process): whether a query is found depends on that
 analyst's own queries only, never on what, or how much, another analyst asked.
@@ -56,14 +56,12 @@ class PlanCache:
             while len(plans) > self.per_analyst:
                 plans.popitem(last=False)
 
-    def lookup(self, analyst: str | None, call: tuple, make: Callable[[dict], object]) -> Entry:
-        """The kept entry, else ``make(trace)``'s plan, kept unless ``make`` noted an engine read in ``trace``."""
+    def lookup(self, analyst: str | None, call: tuple, make: Callable[[], object]) -> Entry:
+        """The kept entry, else a new one with ``make()``'s plan (an error is never kept: raised again)."""
         entry = self.get(analyst, call)
         if entry is None:
-            trace: dict = {}
-            entry = Entry(make(trace))
-            if not trace:
-                self.put(analyst, call, entry)
+            entry = Entry(make())
+            self.put(analyst, call, entry)
         return entry
 
     def clear(self) -> None:
