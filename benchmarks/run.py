@@ -339,7 +339,7 @@ def _smartnoise_version() -> str | None:
 
 
 def run(rows=DEFAULT_ROWS, repeats=3, runs=10, accuracy_rows=1_000_000, data_dir=HERE / ".data",
-        timeout=240.0, queries=QUERIES, epsilons=EPSILONS, log=print) -> dict:
+        timeout=240.0, queries=QUERIES, epsilons=EPSILONS, log=print, systems=SYSTEMS) -> dict:
     """Everything, as one dict (also written to results/results.json by main)."""
     started = time.time()
     report = {"machine": machine(), "load_before": bench_core.load(), "repeats": repeats, "runs": runs,
@@ -348,8 +348,8 @@ def run(rows=DEFAULT_ROWS, repeats=3, runs=10, accuracy_rows=1_000_000, data_dir
     for n in rows:
         path = database(n, data_dir)
         chosen = [q for q in queries if not (q.name == "groups_1m" and n < MILLION)]
-        systems = [s for s in SYSTEMS if not (s == "smartnoise_pandas" and n > PANDAS_MAX_ROWS)]
-        report["speed"] += speed(n, path, repeats, timeout, chosen, systems, log, gave_up)
+        running = [s for s in systems if not (s == "smartnoise_pandas" and n > PANDAS_MAX_ROWS)]
+        report["speed"] += speed(n, path, repeats, timeout, chosen, running, log, gave_up)
     if runs:
         report["accuracy"] = accuracy(database(accuracy_rows, data_dir), runs, queries, epsilons, log)
         report["accuracy_rows"] = accuracy_rows

@@ -1,11 +1,20 @@
 """Shared fixtures: a small in-memory database with a row-level and a user-level table, and its policy."""
 import copy
+import os
 
 import duckdb
 import numpy as np
 import pytest
 
 import dpsql
+
+
+
+def examples(n: int) -> int:
+    """A property test's example count: ``n`` in the default run, times DPSQL_EXAMPLES for a thorough
+    one (``DPSQL_EXAMPLES=10 python3 -m pytest tests/test_sensitivity.py``)."""
+    return max(1, round(n * float(os.environ.get("DPSQL_EXAMPLES", "1"))))
+
 
 POLICY = {
     "version": 1,

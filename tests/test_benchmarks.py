@@ -32,11 +32,12 @@ def test_the_planning_benchmark_times_every_accepted_query():
 
 def test_the_comparison_benchmark_runs_at_10k_rows(tmp_path):
     run, report = load("run"), load("report")
-    queries = [run.BY_NAME[name] for name in ("count_sum_avg", "user_level", "private_keys")]
+    queries = [run.BY_NAME[name] for name in ("count_sum_avg", "user_level")]   # a worker process per run
     result = run.run(rows=[10_000], repeats=1, runs=2, accuracy_rows=10_000, data_dir=tmp_path,
-                     queries=queries, epsilons=(1.0,), log=lambda line: None)
+                     queries=queries, epsilons=(1.0,), log=lambda line: None,
+                     systems=("plain", "floor", "dpsql", "smartnoise"))
     speed = {row["query"]: row for row in result["speed"]}
-    assert set(speed) == {"count_sum_avg", "user_level", "private_keys"}
+    assert set(speed) == {"count_sum_avg", "user_level"}
     for row in speed.values():
         for system in ("plain", "floor", "dpsql"):
             assert row[system]["wall"] > 0, (row["query"], system, row[system])

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import dpsql
-from conftest import POLICY, make_database
+from conftest import POLICY, examples, make_database
 
 # The accept corpus (grammar/accept, answered on the conftest fixture, which the fuzz database
 # extends): the mutation seeds, so the mutants start from SQL that is answered.
@@ -1145,7 +1145,7 @@ COMMON = dict(deadline=None, database=None, print_blob=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                      HealthCheck.large_base_example, HealthCheck.filter_too_much,
                                      HealthCheck.function_scoped_fixture])
-DEFAULT = settings(max_examples=150, derandomize=True, **COMMON)
+DEFAULT = settings(max_examples=examples(100), derandomize=True, **COMMON)
 SLOW = settings(max_examples=10_000, **COMMON)
 
 

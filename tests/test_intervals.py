@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpsql.frontend.intervals import interval
+from conftest import examples
 
 LITERALS = st.integers(-5, 5).map(str) | st.sampled_from(["0.5", "2.25", "-1.5"])
 
@@ -35,7 +36,7 @@ def expressions(depth=3):
 bounds = st.tuples(st.floats(-100, 100), st.floats(-100, 100)).map(sorted).map(tuple)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(expr=expressions(), a=bounds, b=bounds, fractions=st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)),
                                                                     min_size=1, max_size=20))
 def test_the_value_stays_in_the_derived_interval(expr, a, b, fractions):

@@ -46,7 +46,7 @@ from hypothesis import strategies as st
 
 import dpsql
 from dpsql import testing
-from conftest import POLICY, make_database
+from conftest import POLICY, examples, make_database
 from test_fuzz import grammar_queries, mutated_queries
 
 # --------------------------------------------------------------------------------------------
@@ -723,7 +723,7 @@ def typed_queries(draw, bounds: bool = True) -> str:
 COMMON = dict(deadline=None, database=None, print_blob=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
                                      HealthCheck.large_base_example])
-DEFAULT = settings(max_examples=40, derandomize=True, **COMMON)
+DEFAULT = settings(max_examples=examples(25), derandomize=True, **COMMON)
 SLOW = settings(max_examples=10_000, **COMMON)
 
 

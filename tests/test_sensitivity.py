@@ -10,6 +10,7 @@ import sqlglot
 from sqlglot import exp
 
 import dpsql
+from conftest import examples
 
 KEYS = ["a", "b", "c"]
 VALUES = st.one_of(
@@ -115,7 +116,7 @@ def check(plan, before, after):
 bounds = st.tuples(st.floats(-1000, 1000), st.floats(-1000, 1000)).map(sorted)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(ROW, max_size=40), extra=st.lists(st.tuples(st.sampled_from(KEYS + ["zz", None]), VALUES),
        min_size=1, max_size=25), L=st.integers(1, 3), C=st.integers(1, 3), b=bounds, sql=st.sampled_from(USER_QUERIES))
 @example(rows=[], extra=[("a", 1e-320)], L=1, C=1, b=[0.0, 5e-324], sql=QUERIES[0])  # subnormal bounds
@@ -125,14 +126,14 @@ def test_user_level_sensitivity_bounds_one_unit_with_many_rows(rows, extra, L, C
     check(plan, measure(rows, plan), measure(neighbour, plan))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(ROW, max_size=40), extra=ROW, b=bounds, sql=st.sampled_from(QUERIES))
 def test_row_level_sensitivity_bounds_one_row(rows, extra, b, sql):
     plan = plan_for("row", 1, 1, b[0], b[1], sql)
     check(plan, measure(rows, plan), measure(rows + [extra], plan))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(ROW, max_size=40), extra=st.lists(st.tuples(st.sampled_from(KEYS + ["zz", None]), VALUES),
        min_size=1, max_size=25), keys=st.lists(st.integers(-20, 20), min_size=1, max_size=4, unique=True))
 def test_numeric_keys_bound_what_they_key(rows, extra, keys):
