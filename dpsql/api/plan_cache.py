@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from typing import Callable, Hashable
 
-PER_ANALYST = 64   # plans kept per analyst
+PER_ANALYST = 32   # plans kept per analyst (a TPC-H plan holds 60-80 KB: 2.5 MB per analyst at most)
 
 
 class Entry:
