@@ -97,6 +97,9 @@ FUZZ_FINDINGS: list[str | tuple[str, ...]] = [
     "SELECT a[ AS x",
     # partition selection with a denormal delta: OverflowError in sensitivity.selection_threshold
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 5e-324) zip, COUNT(*) FROM people GROUP BY zip",
+    # COUNT(+) (no argument) inside a per-person subquery: AttributeError in per_person's probe
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) n, COUNT(*) AS people "
+    "FROM (SELECT person_id, COUNT(+) AS n FROM visits GROUP BY person_id) AS per GROUP BY n",
 ]
 
 # --------------------------------------------------------------------------------------------

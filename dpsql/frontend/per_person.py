@@ -127,11 +127,13 @@ def _relation(inner: exp.Select, table: TablePolicy, names: list[str], alias: st
 def _check_expressions(inner: exp.Select, table: TablePolicy, sql: str, policy: Policy) -> None:
     """WHERE and the aggregates' arguments pass the rules of a WHERE over that table (checked on a
     probe query; COUNT of an identifier counts rows, so it is allowed here and left out of the probe)."""
-    arguments = [i.unalias().this for i in inner.expressions if isinstance(i.unalias(), PER_PERSON)]
-    probe_args = [a for a in arguments if not isinstance(a, exp.Star) and
-                  not (isinstance(a, exp.Column) and table.is_identifier(a.name.lower()))]
-    probe = exp.select(exp.Count(this=exp.Star()), *[exp.Count(this=a.copy()) for a in probe_args]).from_(
-        inner.args["from_"].this.copy())
+    aggregates = [i.unalias() for i in inner.expressions if isinstance(i.unalias(), PER_PERSON)]
+    # An aggregate without an argument (``COUNT(+)`` parses so) goes to the probe as written: the
+    # top level's rule refuses it (DP302).
+    probes = [exp.Count(this=a.this.copy()) if a.this is not None else a.copy() for a in aggregates
+              if not isinstance(a.this, exp.Star)
+              and not (isinstance(a.this, exp.Column) and table.is_identifier(a.this.name.lower()))]
+    probe = exp.select(exp.Count(this=exp.Star()), *probes).from_(inner.args["from_"].this.copy())
     if inner.args.get("where") is not None:
         probe = probe.where(inner.args["where"].this.copy(), copy=False)
     validate(probe, sql, policy)
