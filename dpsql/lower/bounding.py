@@ -16,10 +16,15 @@ from dpsql.plan.kinds import Bounding, Quantity
 
 
 def on_grid(value: exp.Expression, m: Measurement, integer: bool = True) -> exp.Expression:
-    """round(clamp(value) / g): an exact integer number of grid steps, |.| <= B < 2**21 (GRID_BITS);
-    as BIGINT, or left a DOUBLE (``integer=False``, see bounded_unit_sum for why that is exact)."""
-    scaled = fn("ROUND", exp.Mul(this=clamp(value, m.lower, m.upper), expression=num(1.0 / m.granularity)))
-    return cast(scaled, "BIGINT") if integer else scaled
+    """round(clamp(value) / g): an exact integer number of grid steps, |.| <= B < 2**21 (GRID_BITS)."""
+    return grid_steps(clamp(value, m.lower, m.upper), m, integer)
+
+
+def grid_steps(value: exp.Expression, m: Measurement, integer: bool) -> exp.Expression:
+    """round(value / g) as BIGINT, or left a DOUBLE (``integer=False``: bounded_unit_sum says why
+    such a sum is exact)."""
+    steps = fn("ROUND", exp.Mul(this=value, expression=num(1.0 / m.granularity)))
+    return cast(steps, "BIGINT") if integer else steps
 
 
 def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
@@ -67,8 +72,7 @@ def quantised_row(m: Measurement, value: exp.Expression, integer: bool = True) -
     r = m.upper if m.moment == 1 else m.upper ** 0.5
     diff = exp.Paren(this=exp.Sub(this=clamp(value, m.offset - r, m.offset + r), expression=num(float(m.offset))))
     moment = diff if m.moment == 1 else exp.Mul(this=diff, expression=diff.copy())
-    steps = fn("ROUND", exp.Mul(this=moment, expression=num(1.0 / m.granularity)))
-    return cast(steps, "BIGINT") if integer else steps
+    return grid_steps(moment, m, integer)
 
 
 def row_value(m: Measurement, value: exp.Expression) -> exp.Expression:
@@ -171,9 +175,9 @@ def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
     scaled = exp.IntDiv(this=exp.Mul(this=cast(total, "HUGEINT"), expression=num(C)), expression=n)
     # n counts exactly the rows with a value (one evaluation, rows_cte), so |result| <= C*B already;
     # the clamp makes that hold by construction. C*B < 2**62: BIGINT, the next SUM needs no 128-bit state.
-    capped = case_when(exp.GT(this=n.copy(), expression=num(C)), scaled, total.copy())
-    exact = case_when(exp.GT(this=n.copy(), expression=num(EXACT_DOUBLE // max(bound, 1))), num(0), capped)
-    return cast(saturate(exact, C * bound), "BIGINT")
+    value = exp.Case(ifs=[exp.If(this=exp.GT(this=n.copy(), expression=num(EXACT_DOUBLE // max(bound, 1))), true=num(0)),
+                          exp.If(this=exp.GT(this=n.copy(), expression=num(C)), true=scaled)], default=total.copy())
+    return cast(saturate(value, C * bound), "BIGINT")
 
 
 EXACT_DOUBLE = 2 ** 53   # every integer of at most this magnitude is a double
