@@ -79,6 +79,9 @@ def _check_shape(inner: exp.Select, table: TablePolicy, sql: str) -> None:
         if not isinstance(node, PER_PERSON) or isinstance(node.this, exp.Distinct):
             raise _refuse("DP102", "a per-person subquery selects the person and COUNT, SUM, AVG, MIN or MAX "
                                    "of their rows", node, sql)
+    if not any(isinstance(i.unalias(), exp.Column) for i in inner.expressions):
+        raise _refuse("DP102", f"a per-person subquery selects the person ({table.privacy_unit}) and COUNT, "
+                               "SUM, AVG, MIN or MAX of their rows", inner, sql)
 
 
 def _names(inner: exp.Select, source: exp.Subquery, sql: str) -> list[str]:
