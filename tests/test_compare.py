@@ -150,3 +150,11 @@ def test_spellings_of_one_type_are_one_type():
     assert compare.normal("int8") == "BIGINT" and compare.normal("DECIMAL") == "DECIMAL(18,3)"
     assert compare.normal("numeric(10)") == "DECIMAL(10,0)" and compare.normal("timestamptz") == "TIMESTAMP WITH TIME ZONE"
     assert compare.pairing("INT8", "BIGINT").left == compare.BARE
+
+
+@pytest.mark.parametrize("a,b", PAIRS, ids=lambda t: t.replace(" ", "_"))
+def test_a_pairing_read_the_other_way_is_its_mirror(a, b):
+    """The join writes ``child.via = parent.key`` and the key check asks for ``key_form(key, via)``:
+    both must be the same form, whichever side is named first."""
+    found = compare.pairing(a, b)
+    assert compare.pairing(b, a) == (found.mirrored() if found is not None else None)

@@ -17,6 +17,7 @@ import threading
 import duckdb
 
 from dpsql.errors import PolicyError
+from dpsql.frontend.compare import pairing
 from dpsql.frontend.literals import temporal_type
 from dpsql.policy import ColumnPolicy, Link, Policy, TablePolicy
 
@@ -94,12 +95,9 @@ def _check_date_bounds(col: ColumnPolicy, sql_type: str, path: str) -> None:
         raise _fail(f"{path}: {col.name!r} is a DATE: its bounds are days (1992-01-01), not instants")
 
 
-def _kind(sql_type: str) -> str:
-    return "numeric" if is_numeric(sql_type) else "string" if is_string(sql_type) else sql_type
-
-
 def _bind_link(link: Link, schemas: dict[str, dict[str, str]]) -> None:
-    """Both ends of a link exist and compare without a cast that could fail on some value."""
+    """Both ends of a link exist and the comparison builder can compare them on every row
+    (frontend/compare.py: the form the link is joined in, and its key checked unique in)."""
     path = f"tables.{link.table}.privacy_unit"
     via = schemas[link.table].get(link.column)
     if via is None:
@@ -108,9 +106,9 @@ def _bind_link(link: Link, schemas: dict[str, dict[str, str]]) -> None:
     if key is None:
         raise _fail(f"{path}.references: column {link.references_column!r} does not exist in table "
                     f"{link.references_table!r}")
-    if _kind(via) != _kind(key):
+    if pairing(via, key) is None:
         raise _fail(f"{path}: {link} compares {via} with {key}; a link needs columns of one kind "
-                    "(both numeric, both text, or the same type)")
+                    "(numbers, text, dates and timestamps; a TIMESTAMP WITH TIME ZONE only with its own type)")
 
 
 def bind_schema(policy: Policy, con: duckdb.DuckDBPyConnection, origins: dict[str, str] | None = None) -> Policy:

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dpsql.errors import PrivacyViolation, UnsupportedConstruct
+from dpsql.frontend.compare import compare
 from dpsql.frontend.parse import span
-from dpsql.frontend.totality import type_family
+from dpsql.lower.sql import col
 from dpsql.policy import Policy, TablePolicy
 from dpsql.frontend import semijoins
 from dpsql.frontend.relation import Instance, build, conjuncts, resolve as _resolve
@@ -41,14 +42,16 @@ def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=Unsuppo
     return err
 
 
-@dataclass(frozen=True)
+@dataclass
 class Edge:
-    """An equality ``a.x = b.y`` between two instances, from an ON or from WHERE."""
+    """An equality ``a.x = b.y`` between two instances, from an ON or from WHERE (``node``, as the
+    user wrote it), and as the relation's SQL compares it (``written``: frontend/compare.py)."""
     a: str
     a_column: str
     b: str
     b_column: str
     node: exp.Expression
+    written: exp.Expression | None = None
 
 
 def relate(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Expression, Policy]:
@@ -73,7 +76,7 @@ def relate(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Expres
     edges = _edges(select, sql, instances, policy)
     _check_links(select, sql, instances, edges)
     for edge in edges:
-        _same_kind(edge, instances, sql)
+        _write(edge, instances, sql)
     select.meta["semi_joins"] = semijoins.lower(found, sql, instances, policy)
     relation, renames = build(select, instances, policy)
     relation = dataclasses.replace(relation, about=_about(instances, edges, found, relation))
@@ -169,7 +172,7 @@ def _edges(select: exp.Select, sql: str, instances: dict[str, Instance], policy:
             edge = _edge(part, instances)
             if edge is not None and aliases[i] in (edge.a, edge.b):
                 edges.append(edge)
-                join.meta["edges"].append(part)
+                join.meta["edges"].append(edge)
                 continue
             columns = [c for c in part.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
             if not columns or any(_resolve(c, instances) != aliases[i] for c in columns):
@@ -190,23 +193,25 @@ def _edges(select: exp.Select, sql: str, instances: dict[str, Instance], policy:
             edges.append(edge)
         else:
             kept.append(part)   # a filter: validated as any WHERE is
-    moved = [e.node for e in edges if e.node.find_ancestor(exp.Where) is not None]
+    moved = [e for e in edges if e.node.find_ancestor(exp.Where) is not None]
     select.meta["join_filters"] = moved
     if where is not None and moved:
         select.set("where", exp.Where(this=exp.and_(*kept, copy=False)) if kept else None)
     return edges
 
 
-def _same_kind(edge: Edge, instances: dict[str, Instance], sql: str) -> None:
-    """Both sides of a join condition are of one family (numbers, strings, dates): DuckDB would cast a
-    string to a number, which fails on some rows, and whether the query fails must not depend on them."""
-    kinds = []
+def _write(edge: Edge, instances: dict[str, Instance], sql: str) -> None:
+    """The edge as the relation's SQL compares it: by the comparison builder, so that no row can make it
+    fail (a DATE against a TIMESTAMP_NS fails past 2262 unguarded), strings byte for byte, and in the
+    form in which a link's key and a lookup's columns are checked unique (frontend/compare.py)."""
+    operands: list = []
     for alias, column in ((edge.a, edge.a_column), (edge.b, edge.b_column)):
         policy = instances[alias].table.columns.get(column)
-        kinds.append(type_family(policy.sql_type) if policy is not None else None)
-    if kinds[0] is None or kinds[0] != kinds[1]:
-        raise _refuse("DP306", f"join condition {edge.node.sql()} compares values of different kinds", edge.node,
-                      sql, rule="predicates_type_safe")
+        if policy is None:
+            raise _refuse("DP202", f"unknown column {column!r} in table {instances[alias].table.name!r}", edge.node,
+                          sql, rule="known_columns")
+        operands += [col(column, alias), policy.sql_type]
+    edge.written = compare(exp.EQ, *operands, node=edge.node, sql=sql)
 
 
 # --- what may be joined ------------------------------------------------------------------------------
