@@ -64,6 +64,7 @@ class PrivateConnection:
         self._lock = threading.Lock()
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         self._plans = PlanCache()
+        self._lookups = PlanCache(per_analyst=256)   # whether a public lookup's columns are unique, per analyst
         engine.register_noise(self._noise_function, self._noise_udf)
 
     def _noise_udf(self, values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
@@ -86,10 +87,11 @@ class PrivateConnection:
     def _planned(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None) -> Entry:
         """The plan of this call, from the analyst's plan cache (api/plan_cache.py) when asked before."""
         return self._plans.lookup(analyst, plan_key(sql, epsilon, delta, ci, nonnegative), lambda: self._lowered(
-            sql, epsilon, delta, ci=ci, nonnegative=nonnegative))
+            sql, epsilon, delta, ci=ci, nonnegative=nonnegative, analyst=analyst))
 
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
-                 nonnegative: bool = True, noise_function: str | None = None, **lowering) -> Plan | PublicPlan:
+                 nonnegative: bool = True, noise_function: str | None = None, analyst: str | None = None,
+                 **lowering) -> Plan | PublicPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
         over public tables only is answered exactly (frontend/public.py), before the DP pipeline."""
         try:
@@ -100,12 +102,23 @@ class PrivateConnection:
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = fold_constants(statement, sql)
             scope = self._public_keys(statement, validate(statement, sql, policy))
+            self._check_lookups(scope.table, analyst)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
             return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
                                       nonnegative=nonnegative), noise_function or self._noise_function, **lowering)
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
+
+    def _check_lookups(self, table, analyst: str | None) -> None:
+        """Every public table the query joins is a lookup: the columns it is joined on are unique in it
+        as compared (frontend/lookups.py), else DP207 before anything runs. Public data, read by the
+        engine once per analyst: whether a check was already made depends on that analyst's queries only."""
+        for lookup in table.lookups if table is not None else ():
+            def unique(lookup=lookup) -> bool:
+                return self._engine.unique(lookup.table, lookup.columns)
+            if not self._lookups.lookup(analyst, lookup.key, unique).plan:
+                raise lookup.refusal()
 
     def _public_keys(self, statement, scope: Scope) -> Scope:
         """GROUP BY columns of joined public tables get their values as keys, read from the engine."""

@@ -14,7 +14,8 @@ import pyarrow as pa
 
 from dpsql.accounting.replay import file_data_version
 from dpsql.engines import duckdb_sources as sources
-from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables, table_schema
+from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables, repeats_as_compared, \
+    table_schema
 from dpsql.errors import PolicyError, UnsupportedConstruct
 from dpsql.policy import ColumnPolicy, Policy, TablePolicy
 from dpsql.policy_source import Source, format_of
@@ -143,6 +144,13 @@ class DuckDBEngine:
             policy = Policy(0.0, 0.0, 0.0, 0.0, {"t": TablePolicy("t", "row", columns={"c": keyed})})
             cache[key] = key_tables(policy, self.con, f"{prefix}_{len(cache)}").tables["t"].columns["c"]
         return dataclasses.replace(cache[key], name=column.name)
+
+    def unique(self, table: str, columns) -> bool:
+        """Are ``columns`` (name, Form) unique together in a public ``table``, each in the form a join
+        compares it (frontend/lookups.py)? A constraint DuckDB enforces answers when every form is exact.
+        Public data: reading it leaks nothing."""
+        with self.run_lock:
+            return not repeats_as_compared(self.con, table, list(columns))
 
     def lock_down(self) -> None:
         sources.quiet(self.con)
