@@ -110,3 +110,19 @@ def test_a_nocase_parent_key_is_checked_byte_for_byte():
     with pytest.raises(PolicyError) as info:
         nocase(["a", "a"], [], parent_collation="NOCASE", child_collation="")
     assert info.value.code == "DP504"
+
+
+def test_declared_keys_equal_as_the_column_compares_them_are_a_set_up_error():
+    """'k1' and 'K1' are two keys of a VARCHAR, one value of a NOCASE column: a long key set is joined
+    (lower/keys.py), and the row 'k1' met both and counted twice at row level (sensitivity 1)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (id BIGINT, tag VARCHAR COLLATE NOCASE)")
+    con.execute("INSERT INTO t VALUES (1, 'k1'), (2, 'k2')")
+    keys = [f"k{i}" for i in range(300)]
+    tables = lambda keys: {"t": {"privacy_unit": "row", "columns": {"tag": {"keys": keys}}}}  # noqa: E731
+    with pytest.raises(PolicyError) as info:
+        dpsql.connect(con, ledger=":memory:", policy={"budget": {"epsilon": 1}, "tables": tables(keys + ["K1"])})
+    assert info.value.code == "DP502" and "collide" in info.value.message
+    db = dpsql.connect(con, ledger=":memory:", policy={"budget": {"epsilon": 1}, "tables": tables(keys)})
+    rows = testing.run(db, "SELECT tag, COUNT(*) AS n FROM t GROUP BY tag", stage="measurements").rows
+    assert sorted(r for r in rows if r[1]) == [("k1", 1), ("k2", 1)]

@@ -73,8 +73,9 @@ def _bind_table(table: TablePolicy, schema: dict[str, str], con, origin: str = "
                 keys = tuple(k for (k,) in con.execute(cast_keys(sql_type), [list(map(str, keys))]).fetchall())
             except duckdb.Error:
                 raise _fail(f"{path}.keys: keys {list(col.keys)!r} do not all convert to {sql_type}{origin}") from None
-            if len(set(keys)) != len(keys):
-                raise _fail(f"{path}.keys: keys collide after conversion to {sql_type}")
+            if len(set(keys)) != len(keys) or _collide(con, table.name, name, sql_type, col.keys):
+                raise _fail(f"{path}.keys: keys collide after conversion to {sql_type} (as the column compares "
+                            "them: its collation too, e.g. 'a' and 'A' for a NOCASE column)")
         columns[name] = dataclasses.replace(col, sql_type=sql_type, keys=keys)
     if not table.row_level and table.privacy_unit not in schema:
         raise _fail(f"tables.{table.name}.privacy_unit: column {table.privacy_unit!r} does not exist{origin}")
@@ -83,6 +84,14 @@ def _bind_table(table: TablePolicy, schema: dict[str, str], con, origin: str = "
         for name, sql_type in schema.items():
             columns.setdefault(name, ColumnPolicy(name=name, sql_type=sql_type))
     return dataclasses.replace(table, columns=columns)
+
+
+def _collide(con: duckdb.DuckDBPyConnection, table: str, column: str, sql_type: str, keys) -> bool:
+    """Are two keys one value as the column compares them, with its collation (not in its type's
+    name)? A row would then meet both: joined with a long key set, counted twice. No row is read."""
+    distinct = con.execute(f"SELECT COUNT(DISTINCT v) FROM (SELECT {_quoted(column)} AS v FROM {_quoted(table)} "
+                           f"WHERE false UNION ALL {cast_keys(sql_type)})", [list(map(str, keys))]).fetchall()[0][0]
+    return distinct != len(keys)
 
 
 def _check_date_bounds(col: ColumnPolicy, sql_type: str, path: str) -> None:
