@@ -143,3 +143,13 @@ def test_each_analyst_checks_a_lookup_once(scans):
     assert len(scans) == 1
     b.explain(ANSWERED[0])
     assert len(scans) == 2, "b's first lookup is checked, not found in a's"
+
+
+def test_a_per_person_subquery_carries_its_lookups(db):
+    """The subquery's relation is read through a table of one row per person: its lookups are still
+    checked (a non-unique one would multiply the rows each person's aggregates read)."""
+    inner = "SELECT c_custkey, COUNT(*) AS n FROM customer JOIN nation ON c_nationkey = {} GROUP BY c_custkey"
+    with pytest.raises(dpsql.DpsqlError) as info:
+        db.explain(f"SELECT COUNT(*) FROM ({inner.format('n_regionkey')}) s")
+    assert info.value.code == "DP207"
+    assert testing.run(db, f"SELECT COUNT(*) FROM ({inner.format('n_nationkey')}) s").rows == [(12,)]
