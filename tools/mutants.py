@@ -192,6 +192,21 @@ MUTANTS: list[Mutant] = [
     M("quantile_cap_C_plus_one", "dpsql/lower/quantile.py",
       "exp.LTE(this=col(\"n\"), expression=num(C))", "exp.LTE(this=col(\"n\"), expression=num(C + 1))",
       "a unit with exactly C+1 values keeps all of them in the quantile tree"),
+    # --- issue 20: the second round of leaks ----------------------------------------------------------
+    M("identifier_aggregate_in_per_person", "dpsql/frontend/per_person.py",
+      "return isinstance(aggregate, exp.Count) and isinstance(argument, exp.Column)",
+      "return isinstance(aggregate, (exp.Count, exp.Sum, exp.Avg)) and isinstance(argument, exp.Column)",
+      "SUM or AVG of an identifier column let through a per-person subquery (its values released)"),
+    M("option_raises_L", "dpsql/frontend/rules/aggregates.py",
+      "if options.max_groups is not None and options.max_groups > L:", "if False:",
+      "OPTIONS(max_groups_contributed = n) above the policy's L is accepted"),
+    M("public_session_keywords", "dpsql/frontend/public.py",
+      "node.name.lower() in SQL_VALUE_KEYWORDS and", "False and",
+      "bare user / current_schema / current_role reach DuckDB on the public path"),
+    # --- issue 28: blind spots -------------------------------------------------------------------------
+    M("public_ignores_cte_names", "dpsql/frontend/public.py",
+      "names |= {cte.alias.lower() for cte in statement.find_all(exp.CTE)}", "pass",
+      "a CTE named like a private table no longer sends the query to the DP pipeline"),
 ]
 
 
