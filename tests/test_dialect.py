@@ -34,6 +34,16 @@ def test_options_are_enforced_by_the_plan(db):
     assert "L = 1 partition(s) per unit" in str(plan)
 
 
+def test_max_groups_contributed_may_lower_the_policy_L_but_never_raise_it(db):
+    # visits: L = 2 in the policy. A query's option is an upper bound the owner's L already caps.
+    lower = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 1) clinic, COUNT(*) FROM visits GROUP BY clinic"
+    assert db.explain(lower).max_groups == 1
+    same = lower.replace("= 1", "= 2")
+    assert db.explain(same).max_groups == 2
+    err = refusal(db, lower.replace("= 1", "= 10"))
+    assert err.code == "DP308" and "above the policy's bound" in err.message and "<= 2" in err.hint
+
+
 def test_per_row_bounds_override_the_policy_clamp(db):
     plan = db.explain("SELECT clinic, SUM(cost, contribution_bounds_per_row => (0, 10)) FROM visits GROUP BY clinic")
     m = plan.measurements[0]

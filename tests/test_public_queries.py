@@ -192,7 +192,31 @@ MIXED = [
     "WITH c AS (SELECT * FROM customer) SELECT n_name FROM nation, c",
     "WITH customer AS (SELECT * FROM nation) SELECT COUNT(*) FROM customer",   # a private name, even as a CTE
     "SELECT n_name FROM nation UNION SELECT CAST(c_acctbal AS VARCHAR) FROM customer",
+    "WITH customer AS (SELECT 1 AS x) SELECT n_name FROM nation",   # named like a private table, unread
+    "WITH x AS (SELECT 1 AS a), Customer AS (SELECT 2 AS b) SELECT n_name FROM nation, x",
 ]
+
+# Which path a query takes, decided on the names alone (the documented rule): a private table's name
+# anywhere, as a table or as a CTE, read or not, sends it through the DP pipeline.
+CLASSIFIED = [
+    ("SELECT n_name FROM nation", "public"),
+    ("WITH n AS (SELECT * FROM nation) SELECT n_name FROM n", "public"),
+    ("WITH region AS (SELECT 1 AS x) SELECT n_name FROM nation", "public"),   # a CTE named like a public table
+    ("SELECT n_name FROM nation WHERE n_regionkey IN (SELECT r_regionkey FROM region)", "public"),
+    ("WITH customer AS (SELECT 1 AS x) SELECT n_name FROM nation", "dp"),
+    ("WITH x AS (WITH customer AS (SELECT 1 AS y) SELECT 2 AS z) SELECT n_name FROM nation, x", "dp"),
+    ("SELECT n_name FROM nation WHERE EXISTS (SELECT 1 FROM CUSTOMER)", "dp"),
+    ("SELECT COUNT(*) FROM customer", "dp"),
+    ("SELECT 1", "dp"),   # no public table: not answered exactly (refused by the DP pipeline)
+]
+
+
+@pytest.mark.parametrize("sql, path", CLASSIFIED)
+def test_the_path_is_decided_by_the_names_alone(sql, path):
+    from dpsql.frontend.parse import parse
+    from dpsql.frontend.public import public_only
+    from dpsql.policy import load_policy
+    assert public_only(parse(sql), load_policy(POLICY)) == (path == "public")
 
 
 def outcome(db, sql):
@@ -264,6 +288,18 @@ HOSTILE = [
     ("SELECT * FROM (VALUES (1)) v, nation", "DP102"),
     ("SELECT n_name INTO t2 FROM nation", "DP"),
     ("SELECT dpsql_noise(1, 1, 1) FROM nation", "DP103"),
+    # names DuckDB's binder maps to session functions when no column has them (issue 20, finding 7)
+    ("SELECT current_schema FROM nation", "DP103"),
+    ("SELECT current_role FROM nation", "DP103"),
+    ("SELECT user FROM nation", "DP103"),
+    ("SELECT USER FROM nation", "DP103"),
+    ('SELECT "user" FROM nation', "DP103"),
+    ("SELECT alias.current_schema FROM nation", "DP103"),
+    ("SELECT n_name FROM nation WHERE n_name <> current_role", "DP103"),
+    ("SELECT n_name FROM nation ORDER BY user", "DP103"),
+    ("SELECT session_user FROM nation", "DP103"),
+    ("SELECT localtimestamp FROM nation", "DP103"),
+    ("SELECT current_catalog FROM nation", "DP103"),
 ]
 
 

@@ -157,3 +157,29 @@ def test_the_bound_is_tight_for_a_unit_at_its_limits():
     before, after = measure([], plan), measure(unit, plan)
     m = plan.measurements[0]
     assert sum(abs(after[k][m.name] - before[k][m.name]) for k in before) == m.sensitivity
+
+
+POOL = ["a", "b", "c", "d", "e", "f", "g"]
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(keys=st.lists(st.sampled_from(POOL), min_size=1, max_size=3, unique=True), C=st.integers(1, 6),
+       L=st.integers(1, 3), rows=st.lists(st.tuples(st.integers(0, 6), st.sampled_from(POOL + [None]), VALUES),
+                                          max_size=30),
+       extra=st.lists(st.sampled_from(POOL + [None]), min_size=1, max_size=12),
+       sql=st.sampled_from(["SELECT COUNT(DISTINCT grp) FROM t", "SELECT v, COUNT(DISTINCT grp) FROM t GROUP BY v"]))
+@example(keys=["a", "b"], C=5, L=1, rows=[(0, "a", 1.0)], extra=["c", "d", "e", "f", "g"],
+         sql="SELECT COUNT(DISTINCT grp) FROM t")   # C undeclared values: 1 -> 6 if they counted
+def test_count_distinct_counts_declared_keys_only(keys, C, L, rows, extra, sql):
+    """COUNT(DISTINCT col) of a column with declared keys is charged L * min(C, number of keys): a unit
+    adds at most that many of the declared values, whatever undeclared values its rows hold (issue 28)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
+    policy = {"budget": {"epsilon": 10}, "tables": {"t": {
+        "privacy_unit": "u", "max_groups_per_unit": L, "max_rows_per_unit": C,
+        "columns": {"grp": {"keys": keys}, "v": {"lower": -100, "upper": 100}}}}}
+    plan = dpsql.connect(con, ledger=":memory:", policy=policy).explain(sql, epsilon=1.0, delta=1e-5)
+    distinct = next(m for m in plan.measurements if "DISTINCT" in m.label)
+    assert distinct.sensitivity == plan.max_groups * min(C, len(keys))
+    neighbour = rows + [(99, grp, float(i % 3)) for i, grp in enumerate(extra)]
+    check(plan, measure(rows, plan), measure(neighbour, plan))

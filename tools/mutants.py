@@ -10,6 +10,9 @@ first on PYTHONPATH, so the copy's ``dpsql`` is imported rather than the editabl
 * killed:          the suite failed (with -x it stops at the first failing test, named in the report);
 * survived:        the suite passed: no test notices the bug;
 * timeout:         the suite ran longer than --timeout seconds (counted as killed, reported apart);
+* goldens only:    (with --goldens-apart) the suite without the golden-file and docs tests passed,
+                   and those alone failed: the bug shows in the SQL's text only; it needs a test of
+                   behaviour (a property, a neighbour, a differential check);
 * does not apply:  its ``old`` snippet is not found exactly once in the file. The code is being
                    refactored; such a mutant is reported loudly and makes the exit status non-zero,
                    so it gets re-anchored rather than silently dropped.
@@ -21,6 +24,7 @@ tests (another engineer's work in progress, perhaps): restrict it with --baselin
     nice -n 15 python3 tools/mutants.py                                  # every mutant, full suite
     nice -n 15 python3 tools/mutants.py --only distinct_ignores_C --pytest-args "tests/test_regressions.py"
     nice -n 15 python3 tools/mutants.py --jobs 2 --timeout 900 --json results.json
+    nice -n 15 python3 tools/mutants.py --goldens-apart --jobs 2     # which kills rest on SQL text alone
 
 Exit status: 0 if every mutant applied and was killed, 1 if any survived or did not apply, 2 if the
 baseline failed or the copy does not import its own dpsql.
@@ -215,6 +219,33 @@ MUTANTS: list[Mutant] = [
     M("quantile_cap_C_plus_one", "dpsql/lower/quantile.py",
       "exp.LTE(this=col(\"n\"), expression=num(C))", "exp.LTE(this=col(\"n\"), expression=num(C + 1))",
       "a unit with exactly C+1 values keeps all of them in the quantile tree"),
+    # --- issue 20: the second round of leaks ----------------------------------------------------------
+    M("identifier_aggregate_in_per_person", "dpsql/frontend/per_person.py",
+      "return isinstance(aggregate, exp.Count) and isinstance(argument, exp.Column)",
+      "return isinstance(aggregate, (exp.Count, exp.Sum, exp.Avg)) and isinstance(argument, exp.Column)",
+      "SUM or AVG of an identifier column let through a per-person subquery (its values released)"),
+    M("option_raises_L", "dpsql/frontend/rules/aggregates.py",
+      "if options.max_groups is not None and options.max_groups > L:", "if False:",
+      "OPTIONS(max_groups_contributed = n) above the policy's L is accepted"),
+    M("public_session_keywords", "dpsql/frontend/public.py",
+      "node.name.lower() in SQL_VALUE_KEYWORDS and", "False and",
+      "bare user / current_schema / current_role reach DuckDB on the public path"),
+    # --- issue 28: blind spots -------------------------------------------------------------------------
+    M("per_person_where_unguarded", "dpsql/frontend/per_person.py",
+      "conditions.append(guarded(narrow_dates(quoted(where.this), types), types))",
+      "conditions.append(quoted(where.this))",
+      "a per-person subquery's WHERE runs bare: a cast that fails on one person's row fails the query"),
+    M("distinct_counts_undeclared", "dpsql/lower/bounding.py",
+      "alias(case_when(declared(plan, m.column), col(m.column), exp.Null()), value_column(m))",
+      "alias(col(m.column), value_column(m))",
+      "COUNT(DISTINCT col) of a keyed column counts undeclared values too: past L * min(C, keys)"),
+    M("derived_keys_pruned_on_first_value", "dpsql/plan/build.py",
+      "declared = {c.name for c in key.columns if c.keys is not None and c.derived is None}",
+      "declared = {c.name for c in key.columns if c.keys is not None}",
+      "WHERE prunes years or bins on each period's first day or bin's lower end: a period with data dropped"),
+    M("public_ignores_cte_names", "dpsql/frontend/public.py",
+      "names |= {cte.alias.lower() for cte in statement.find_all(exp.CTE)}", "pass",
+      "a CTE named like a private table no longer sends the query to the DP pipeline"),
 ]
 
 
@@ -312,7 +343,13 @@ class Outcome:
     note: str = ""
 
 
-def run_mutant(m: Mutant, snap: Path, work: Path, args: list[str], timeout: float) -> Outcome:
+# Tests that compare text (the rewritten SQL byte for byte, the docs' examples): a mutant only they
+# kill changes the SQL but no behaviour any test checks (--goldens-apart lists such mutants).
+TEXT_TESTS = ["tests/test_golden.py", "tests/test_docs.py"]
+
+
+def run_mutant(m: Mutant, snap: Path, work: Path, args: list[str], timeout: float,
+               goldens_apart: bool = False) -> Outcome:
     count = anchor_count(snap, m)
     if count != 1:
         return Outcome(m, "does not apply", note=f"anchor found {count} times in {m.file}: {m.old.strip()[:70]!r}")
@@ -320,11 +357,19 @@ def run_mutant(m: Mutant, snap: Path, work: Path, args: list[str], timeout: floa
     clone(snap, copy)
     try:
         apply(copy, m)
+        if goldens_apart:
+            args = args + [f"--ignore={t}" for t in TEXT_TESTS]
         status, seconds, output = run_pytest(copy, args, timeout)
         result = {"failed": "killed", "passed": "survived"}.get(status, status)
         note = ""
         if status == "error":
             note = output.strip().splitlines()[-1] if output.strip() else "pytest error"
+        if goldens_apart and result == "survived":
+            status, more, text_output = run_pytest(copy, TEXT_TESTS, timeout)
+            seconds += more
+            if status == "failed":
+                return Outcome(m, "goldens only", seconds, failing_tests(text_output),
+                               "only the text of the SQL or the docs noticed: add a behavioural test")
         return Outcome(m, result, seconds, failing_tests(output), note)
     finally:
         shutil.rmtree(copy, ignore_errors=True)
@@ -353,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated baseline run")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--root", default=str(ROOT), help="repository to copy (default: this one)")
+    parser.add_argument("--goldens-apart", action="store_true",
+                        help="run without the golden-file and docs tests; a survivor is then run against those "
+                             "alone and listed as 'goldens only' if they kill it (the kill rate counts behaviour)")
     opts = parser.parse_args(argv)
 
     def interrupted(signum, frame):
@@ -427,7 +475,8 @@ def _main(opts, parser) -> int:
 
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, opts.jobs))
         try:
-            futures = [pool.submit(run_mutant, m, snap, work, args, opts.timeout) for m in chosen]
+            futures = [pool.submit(run_mutant, m, snap, work, args, opts.timeout, opts.goldens_apart)
+                       for m in chosen]
             for future in concurrent.futures.as_completed(futures):
                 outcome = future.result()
                 outcomes.append(outcome)
@@ -442,9 +491,14 @@ def _main(opts, parser) -> int:
     print("\nmutant                             result          description")
     for o in outcomes:
         print(f"{o.mutant.name:34} {o.status:15} {o.mutant.description}")
+    applicable += [o for o in outcomes if o.status == "goldens only"]
     rate = len(killed) / len(applicable) if applicable else 0.0
-    print(f"\nkill rate: {len(killed)}/{len(applicable)} = {rate:.0%}"
+    apart = " with the golden-file and docs tests left out" if opts.goldens_apart else ""
+    print(f"\nkill rate{apart}: {len(killed)}/{len(applicable)} = {rate:.0%}"
           f" ({sum(o.status == 'timeout' for o in outcomes)} by timeout)")
+    for o in outcomes:
+        if o.status == "goldens only":
+            print(f"!! {o.mutant.name}: killed only by {', '.join(o.by) or 'the text tests'}")
     broken = [o for o in outcomes if o.status in ("does not apply", "error")]
     for o in broken:
         print(f"!! {o.mutant.name}: {o.status.upper()}: {o.note}")

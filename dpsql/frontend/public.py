@@ -72,6 +72,13 @@ ALLOWED = (*QUERY_NODES, *PREDICATES, *SCALAR_NODES, *MORE_SCALARS, *AGGREGATES,
            *WINDOW_FUNCTIONS)
 # DuckDB functions sqlglot leaves anonymous (lower-case names), deterministic and bounded.
 ANONYMOUS = frozenset({"date_part", "datepart", "suffix"})
+# Names DuckDB's binder turns into a call of a session function when no column of that name is in
+# scope (GetSQLValueFunctionName): a bare ``user`` or ``current_schema`` is a column reference in the
+# parse. sqlglot parses the other five (current_date, current_user, ...) into nodes the allowlist
+# leaves out. A column so named is read qualified by its table (``t.user``), which DuckDB never maps.
+SQL_VALUE_KEYWORDS = frozenset({"current_catalog", "current_date", "current_schema", "current_role", "current_time",
+                                "current_timestamp", "current_user", "localtime", "localtimestamp", "session_user",
+                                "user"})
 
 
 def _refuse(code: str, message: str, node: exp.Expression | None, sql: str, hint: str = "") -> UnsupportedConstruct:
@@ -140,6 +147,10 @@ def _check_nodes(statement: exp.Expression, sql: str) -> None:
             raise _refuse("DP102", "recursive CTEs are not supported", node, sql)
         if isinstance(node, exp.Column) and (node.args.get("db") or node.args.get("catalog")):
             raise _refuse("DP202", f"qualified column names are not allowed: {node.sql()}", node, sql)
+        if isinstance(node, exp.Column) and node.name.lower() in SQL_VALUE_KEYWORDS and \
+                (not node.table or node.table.lower() == "alias"):
+            raise _refuse("DP103", f"{node.name} is read by DuckDB as a function of the session, not a column",
+                          node, sql, hint=f"a column named so is read qualified by its table: t.{node.name}")
 
 
 def check_public(statement: exp.Expression, sql: str, policy: Policy) -> tuple[str, tuple[str, ...]]:

@@ -170,7 +170,7 @@ class Plan:
         """L: partitions one unit may reach (never more than there are)."""
         if self.table.row_level:
             return 1
-        L = self.max_groups_option or self.table.max_groups_per_unit
+        L = min(self.max_groups_option or self.table.max_groups_per_unit, self.table.max_groups_per_unit)
         return L if self.partitions is None else min(L, self.partitions)
 
     @property

@@ -39,6 +39,12 @@ def dp_options(select: exp.Select, scope: Scope) -> None:
                            f"{scope.table.name!r}", select, hint=f"use privacy_unit_column={scope.table.privacy_unit}")
     if options.max_groups not in (None, 1) and scope.table.row_level:
         raise scope.refuse("DP308", "max_groups_contributed: each row is a person, so it is 1", select)
+    L = scope.table.max_groups_per_unit
+    if options.max_groups is not None and options.max_groups > L:
+        # The owner's L bounds what one person may move; a query may tighten it, never loosen it.
+        raise scope.refuse("DP308", f"max_groups_contributed = {options.max_groups} is above the policy's "
+                           f"bound for {scope.table.name!r} (max_groups_per_unit: {L})", select,
+                           hint=f"a query may only lower it: max_groups_contributed <= {L}, or leave it out")
     for agg in select.find_all(*AGGREGATES):
         bounds = aggregate_bounds(agg, scope.refuse)
         fname = agg.sql_name()
