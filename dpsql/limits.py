@@ -10,8 +10,11 @@ starts (README, "Limits"):
   rows are counted as they stream;
 * nesting: Python's recursion limit already refuses a query nested deeper than a few hundred levels
   (DP100 or DP102);
-* a deadline per request: the engine is interrupted when it passes (DP425 before anything is spent,
-  DP901 after: a DP query interrupted after its charge stays spent).
+* a deadline on the engine: a request holds it for at most that many seconds from the start of its
+  turn, then DuckDB is interrupted (DP425 before anything is spent, DP901 after: a DP query
+  interrupted after its charge stays spent). Waiting for the turn does not count: turns go round
+  robin between analysts (engines/turns.py), so a request waits at most one turn of each other
+  analyst waiting.
 
 >>> WorkLimits().max_outputs
 256
@@ -33,7 +36,7 @@ class WorkLimits:
     max_outputs: int = 256         # SELECT items, GROUP BY items, ORDER BY terms and HAVING aggregates, every level
     max_tables: int = 16           # table references (FROM, joins, subqueries and CTEs), every level
     max_rows: int = 1_000_000      # rows of one answer (a DP query's groups; a public-only query's rows)
-    deadline: float | None = None  # seconds per request when the call names none (None: no deadline)
+    deadline: float | None = None  # seconds a call may hold the engine when it names none (None: no limit)
 
     def __post_init__(self):
         for name in ("max_sql", "max_outputs", "max_tables", "max_rows"):
@@ -52,7 +55,8 @@ def check_seconds(seconds) -> float:
 
 
 class Deadline:
-    """The moment (``time.monotonic``) by which a request must end; ``Deadline(None)`` never ends."""
+    """The moment (``time.monotonic``) by which a turn on the engine must end; ``Deadline(None)`` never
+    ends."""
 
     __slots__ = ("seconds", "at")
 

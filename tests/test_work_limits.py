@@ -137,19 +137,19 @@ def test_a_private_query_stopped_after_its_charge_stays_spent(db):
     assert db.budget.spent_epsilon == 0.25 and db.budget.history[-1].status == "failed"
 
 
-def test_a_query_waiting_past_its_deadline_for_the_engine_spends_nothing():
+def test_waiting_for_the_engine_does_not_count_against_a_deadline():
+    """b's query waits for a's turn (round robin: one turn, ended by a's deadline), then holds the
+    engine for its own whole deadline: a request that waited is still answered."""
     db = connect()
     db._ledger.add_analyst("a", 10)
     db._ledger.add_analyst("b", 10)
     codes = []
-    slow = threading.Thread(target=lambda: codes.append(refused(db.analyst("a").sql, SLOW, deadline=6).code))
+    slow = threading.Thread(target=lambda: codes.append(refused(db.analyst("a").sql, SLOW, deadline=1).code))
     slow.start()
     time.sleep(0.5)   # a holds the engine now
     started = time.monotonic()
-    err = refused(db.analyst("b").sql, COUNT, epsilon=0.5, deadline=0.3)
-    assert err.code == "DP425" and "nothing was spent" in err.message
-    assert time.monotonic() - started < 3, "b gave up at its own deadline, not at the end of a's query"
-    assert db.analyst("b").budget.spent_epsilon == 0
+    assert len(db.analyst("b").sql(COUNT, epsilon=0.5, deadline=1).fetchall()) == 2
+    assert 0.2 < time.monotonic() - started < 1 + 5   # after a's turn (slack for a loaded machine)
     slow.join(30)
     assert codes == ["DP425"]
 

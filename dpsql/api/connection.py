@@ -33,7 +33,7 @@ from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
 from dpsql.frontend import size
-from dpsql.limits import NO_DEADLINE, Deadline, WorkLimits
+from dpsql.limits import Deadline, WorkLimits, check_seconds
 from dpsql.policy import Policy, load_policy
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines.duckdb import DuckDBEngine
@@ -69,6 +69,9 @@ class PrivateConnection:
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         self._plans = PlanCache()
         engine.register_noise(self._noise_function, self._noise_udf)
+        # pyarrow loads its compute functions on first use (0.7 s): load them now, not in the first
+        # DP query, whose time would tell its analyst that nobody had run one (a shared cache).
+        pa.array([None], type=pa.int64()).fill_null(0)
 
     def _noise_udf(self, values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
         """Vectorised noise: one call per chunk of output groups, never per input row."""
@@ -85,25 +88,25 @@ class PrivateConnection:
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
              ci: float | None = None, nonnegative: bool = True) -> Plan | PublicPlan:
         """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
-        return self._planned(sql, epsilon, delta, ci, nonnegative, None, self._clock(None)).plan
+        return self._planned(sql, epsilon, delta, ci, nonnegative, None, self._seconds(None)).plan
 
     def _planned(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None,
-                 deadline: Deadline) -> Entry:
+                 deadline: float | None) -> Entry:
         """The plan of this call, from the analyst's plan cache (api/plan_cache.py) when asked before."""
         return self._plans.lookup(analyst, plan_key(sql, epsilon, delta, ci, nonnegative), lambda: self._lowered(
             sql, epsilon, delta, ci=ci, nonnegative=nonnegative, reader=analyst, deadline=deadline))
 
-    def _clock(self, seconds: float | None) -> Deadline:
-        """A request's deadline: the call's seconds, else the connection's (``limits.deadline``)."""
-        return Deadline(seconds if seconds is not None else self.limits.deadline)
+    def _seconds(self, seconds: float | None) -> float | None:
+        """A call's deadline: its own seconds (checked, DP401), else the connection's (``limits.deadline``)."""
+        return check_seconds(seconds) if seconds is not None else self.limits.deadline
 
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
                  nonnegative: bool = True, noise_function: str | None = None, reader: str | None = None,
-                 deadline: Deadline = NO_DEADLINE, **lowering) -> Plan | PublicPlan:
+                 deadline: float | None = None, **lowering) -> Plan | PublicPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
         over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
         Its input is bounded first (frontend/size.py): planning is linear in it, so it is not
-        interrupted; the engine's reads are (``reader``: who asks, ``deadline``: until when)."""
+        interrupted; the engine's reads are (``reader``: who asks, ``deadline``: seconds of a read)."""
         try:
             size.check_text(sql, self.limits)
             parsed = parse(sql)
@@ -122,7 +125,7 @@ class PrivateConnection:
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
 
-    def _public_keys(self, statement, scope: Scope, reader: str | None, deadline: Deadline) -> Scope:
+    def _public_keys(self, statement, scope: Scope, reader: str | None, deadline: float | None) -> Scope:
         """GROUP BY columns of joined public tables get their values as keys, read from the engine
         (once per reader: engines/duckdb.py ``public_keys``)."""
         wanted = {c.name for k in group_keys(statement, scope) for c in k.columns
@@ -138,12 +141,12 @@ class PrivateConnection:
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
                 analyst: str | None = None) -> Plan | PublicPlan:
         """The Plan the query would run, with the rewritten SQL; spends nothing. ``deadline``: seconds
-        for the engine's reads planning needs (a joined public table's keys), DP425 past them.
+        for the engine's read planning may need (a joined public table's keys), DP425 past them.
 
         Example:
             >>> print(db.explain("SELECT sex, COUNT(*) FROM people GROUP BY sex"))  # doctest: +SKIP
         """
-        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._clock(deadline)).plan
+        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline)).plan
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
@@ -162,8 +165,9 @@ class PrivateConnection:
                 value (exact for counts and sums, conservative for AVG; post-processing, free).
             nonnegative: release counts, and sums of non-negative values, clamped at 0 (default).
             analyst: charge this analyst's budget (and the total) instead of the owner's; see ``analyst()``.
-            deadline: seconds this call may take (default ``limits.deadline``: none); the engine is
-                interrupted when they pass (DP425, nothing spent; DP901 once the query was charged).
+            deadline: seconds this call may hold the engine (default ``limits.deadline``: none), from
+                the start of its turn (turns go round robin between analysts); DuckDB is interrupted
+                when they pass (DP425, nothing spent; DP901 once the query was charged).
         Returns:
             Result, materialised once; ``.plan`` is the Plan that was charged.
         Raises:
@@ -175,11 +179,11 @@ class PrivateConnection:
         """
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
-        clock = self._clock(deadline)
-        planned = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, clock)
+        seconds = self._seconds(deadline)
+        planned = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, seconds)
         # Bind, charge and run in one turn of the engine (shared fairly between analysts): once a
         # query is charged it runs at once, never waits behind another analyst's.
-        with self._engine.turn(analyst, clock):
+        with self._engine.turn(analyst, seconds) as clock:
             if isinstance(planned.plan, PublicPlan):
                 return self._exact(planned.plan, analyst, clock)
             return self._private(sql, planned, fresh, analyst, clock)

@@ -32,14 +32,14 @@ class Engine(Protocol):
         ...
 
     def public_keys(self, table: str, column: ColumnPolicy, prefix: str, reader: Hashable = None,
-                    deadline: Deadline = ...) -> ColumnPolicy:
+                    deadline: float | None = None) -> ColumnPolicy:
         """A joined public table's column with its distinct values as keys (public data), read once per
         reader (an analyst): never a cache one analyst's timing could tell another's queries by."""
         ...
 
-    def turn(self, who: Hashable = None, deadline: Deadline = ...) -> AbstractContextManager[None]:
-        """The engine for ``who`` until the block ends, shared fairly between analysts; DP425 if the
-        deadline passes first."""
+    def turn(self, who: Hashable = None, deadline: float | None = None) -> AbstractContextManager[Deadline]:
+        """The engine for ``who`` until the block ends, shared fairly between analysts, and the turn's
+        deadline (``deadline`` seconds from its start)."""
         ...
 
     def lock_down(self) -> None:

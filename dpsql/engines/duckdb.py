@@ -1,7 +1,7 @@
 """The DuckDB engine: a connection opened read-only (or handed over by the owner, or made in memory for
 files and DataFrames), its sources read (engines/duckdb_sources.py), locked down, with the policy bound
 to its catalog, the noise UDF registered, and one query run at a time: turns shared fairly between
-analysts (engines/turns.py), each run interrupted at its request's deadline."""
+analysts (engines/turns.py), each turn interrupted at its deadline."""
 from __future__ import annotations
 
 import contextlib
@@ -133,16 +133,17 @@ class DuckDBEngine:
             raise PolicyError("DP502", f"cannot read the database schema: {e}") from None
 
     def public_keys(self, table: str, column: ColumnPolicy, prefix: str, reader: Hashable = None,
-                    deadline: Deadline = NO_DEADLINE) -> ColumnPolicy:
+                    deadline: float | None = None) -> ColumnPolicy:
         """A public table's column with its distinct values as keys (a long set in a TEMP table, as
         declared keys are). Public data: reading it leaks nothing. Read once per reader (the analyst
         asking; None: the owner), never shared between readers: whether it was read before must not
         depend on what another analyst asked (a first read of 900,000 rows takes 0.2 s, a kept one
-        nothing; issue 20, finding 6). Memory: one copy per reader of each public column grouped by."""
+        nothing; issue 20, finding 6). Memory: one copy per reader of each public column grouped by.
+        The read is a turn of its own, interrupted after ``deadline`` seconds (DP425)."""
         key = (reader, table, column.public_source)
         if key not in self._public_keys:
             name, source = column.public_source
-            with self.turn(reader, deadline), self._interrupted_at(deadline):
+            with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
                 rows = self.con.execute(
                     f'SELECT DISTINCT "{source}" FROM "{name}" WHERE "{source}" IS NOT NULL ORDER BY 1 LIMIT ?',
                     [MAX_PUBLIC_KEYS + 1]).fetchall()
@@ -155,16 +156,14 @@ class DuckDBEngine:
         return dataclasses.replace(self._public_keys[key], name=column.name)
 
     @contextlib.contextmanager
-    def turn(self, who: Hashable = None, deadline: Deadline = NO_DEADLINE) -> Iterator[None]:
+    def turn(self, who: Hashable = None, deadline: float | None = None) -> Iterator[Deadline]:
         """The engine for ``who`` (an analyst; None: the owner) until the block ends, given fairly
-        (engines/turns.py). DP425 if the deadline passes before it is this request's turn: nothing
-        has run, nothing is spent."""
-        left = deadline.remaining()
-        if left is not None and left <= 0 or not self.run_lock.acquire(who, left):
-            raise DeadlineExceeded("DP425", f"the request did not start within its deadline of {deadline.seconds:g} s "
-                                   "(the engine was busy); nothing was spent", hint="retry later")
+        (engines/turns.py), and the turn's deadline: ``deadline`` seconds from its start, which ``run``
+        interrupts at. Waiting for the turn does not count: round robin bounds it, one turn (so one
+        deadline) of each other analyst waiting; a request that waited still gets its whole time."""
+        self.run_lock.acquire(who)
         try:
-            yield
+            yield Deadline(deadline)
         finally:
             self.run_lock.release()
 
