@@ -23,6 +23,7 @@ starts (README, "Limits"):
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -48,9 +49,9 @@ class WorkLimits:
 
 
 def check_seconds(seconds) -> float:
-    """A deadline's seconds: a number > 0 (DP401 otherwise)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
-        raise InvalidParameter("DP401", f"a deadline must be a number of seconds > 0, got {seconds!r}")
+    """A deadline's seconds: a finite number > 0 (DP401 otherwise)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
+        raise InvalidParameter("DP401", f"a deadline must be a finite number of seconds > 0, got {seconds!r}")
     return float(seconds)
 
 

@@ -155,7 +155,7 @@ def test_waiting_for_the_engine_does_not_count_against_a_deadline():
 
 
 def test_deadlines_must_be_positive_seconds(db):
-    for bad in (0, -1, "1", True):
+    for bad in (0, -1, "1", True, float("inf"), float("nan")):
         assert refused(db.sql, COUNT, deadline=bad).code == "DP401"
     with pytest.raises(dpsql.DpsqlError):
         WorkLimits(max_outputs=0)
