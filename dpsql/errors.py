@@ -161,6 +161,13 @@ class ExecutionError(DpsqlError):
     code = "DP900"
 
 
+class DeadlineExceeded(DpsqlError):
+    """The request ran past its deadline and was stopped: DP425 before anything was spent, DP901 when a
+    DP query's charge was already recorded (it stays spent)."""
+    code = "DP425"
+    default_rule = "bounded_work"
+
+
 class InternalError(DpsqlError):
     """An invariant broke inside dpsql: this is probably a bug (DP999)."""
     code = "DP999"

@@ -13,7 +13,7 @@ runs on neighbouring databases are coupled; ``stage="measurements"`` returns eac
 keys and exact measurements instead of the released outputs.
 
 The accessors below (``duckdb_connection``, ``ledger``, ``noise_function``, ``random_source``,
-``bind``, ``fetch``, ``before_run``) hand the trusted caller what tests need from a connection's
+``bind``, ``fetch``, ``before_run``, ``engine_reads``) hand the trusted caller what tests need from a connection's
 inside, so tests never read its private attributes; they add nothing an analyst's SQL can reach.
 
 >>> import duckdb, dpsql
@@ -148,9 +148,9 @@ def before_run(db: PrivateConnection, hook: Callable[[], None]) -> Iterator[None
     engine = _engine(db)
     run, shadowed = engine.run, "run" in vars(engine)
 
-    def watched(bound: duckdb.DuckDBPyRelation) -> pa.Table:
+    def watched(bound: duckdb.DuckDBPyRelation, *args, **kwargs) -> pa.Table:
         hook()
-        return run(bound)
+        return run(bound, *args, **kwargs)
     engine.run = watched   # type: ignore[method-assign]
     try:
         yield
@@ -159,3 +159,24 @@ def before_run(db: PrivateConnection, hook: Callable[[], None]) -> Iterator[None
             engine.run = run   # type: ignore[method-assign]
         else:
             del engine.run
+
+
+@contextlib.contextmanager
+def engine_reads(db: PrivateConnection) -> Iterator[list[str]]:
+    """Every statement ``db``'s engine executes on its DuckDB connection while the block runs (the
+    SQL text of each ``execute``), in order: tests compare the planning paths of two analysts."""
+    engine, seen = _engine(db), []
+    con = engine.con
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(con, name)
+
+        def execute(self, sql, *args, **kwargs):
+            seen.append(sql)
+            return con.execute(sql, *args, **kwargs)
+    engine.con = Counting()   # type: ignore[assignment]
+    try:
+        yield seen
+    finally:
+        engine.con = con

@@ -45,3 +45,9 @@ def test_the_comparison_benchmark_runs_at_10k_rows(tmp_path):
     assert counts and counts[0]["dpsql"]["rmse"] > 0 and counts[0]["laplace"]["optimum_rmse"] > 0
     markdown = report.markdown(result)
     assert "### Targets" in markdown and "count_sum_avg" in markdown
+
+
+def test_the_planning_benchmark_plans_past_the_limits():
+    planning = load("planning")
+    assert planning.one("sum", 300, repeats=1) > 0   # 300 outputs: past the default limit of 256
+    assert planning.one("group by", 20, repeats=1) > 0

@@ -313,10 +313,15 @@ def test_queries_run_off_the_event_loop_and_in_flight_requests_are_bounded(tmp_p
         started = time.monotonic()
         assert call(server.url, "GET", "/v1/budget", token=alice)[0] == 200   # the event loop is free
         assert time.monotonic() - started < 5
-        queries[1].start()
-        assert entered.acquire(timeout=30)   # two requests in flight: the limit
-        assert_refused(call(server.url, "GET", "/v1/budget", token=alice), 429, "DP421")
+        queries[1].start()   # waits for the engine's turn (query 1 holds it): in flight all the same
+        in_flight = server.server.config.app.state.server.in_flight
+        deadline = time.monotonic() + 30
+        while in_flight.count < 2:
+            assert time.monotonic() < deadline, "query 2 never arrived"
+            time.sleep(0.01)
+        assert_refused(call(server.url, "GET", "/v1/budget", token=alice), 429, "DP421")   # two in flight: the limit
         gate.set()
+        assert entered.acquire(timeout=30)   # query 2 ran once query 1 was done
         for t in queries:
             t.join(30)
         assert call(server.url, "GET", "/v1/budget", token=alice)[0] == 200

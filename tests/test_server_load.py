@@ -20,6 +20,7 @@ from server_harness import ProcessServer, database_files
 from test_benchmarks import load as load_benchmark
 
 server_load = load_benchmark("server_load")
+UNLIMITED = server_load.UNLIMITED   # one analyst's many clients at once
 SQL = "SELECT state, COUNT(*) AS n, AVG(income) AS mean FROM people GROUP BY state"
 
 
@@ -27,7 +28,7 @@ def exact_fill(tmp_path, clients: int, queries: int, fits: int) -> None:
     db_path, policy_path, ledger_path = database_files(tmp_path)
     book = Ledger(str(ledger_path), load_policy(str(policy_path)))
     token = book.add_analyst("load", float(Decimal(server_load.EPSILON) * fits))
-    with ProcessServer(db_path, policy_path, ledger_path) as server:
+    with ProcessServer(db_path, policy_path, ledger_path, *UNLIMITED) as server:
         result = server_load.run_load(server.url, token, clients, queries, SQL)
     outcomes = collections.Counter(o for o, _ in result["outcomes"])
     assert outcomes == {"answered": fits, "DP402": clients * queries - fits}
@@ -70,7 +71,7 @@ def kill_under_load(tmp_path, answers: int, kills: int = 1) -> None:
     book = Ledger(str(ledger_path), load_policy(str(policy_path)))
     token = book.add_analyst("alice", 100)
     received: list = []
-    server = ProcessServer(db_path, policy_path, ledger_path).start()
+    server = ProcessServer(db_path, policy_path, ledger_path, *UNLIMITED).start()
     for _ in range(kills):
         before = book.budget(analyst="alice")
         stop, count = threading.Event(), len(received)
@@ -91,7 +92,7 @@ def kill_under_load(tmp_path, answers: int, kills: int = 1) -> None:
         assert not collections.Counter(received) - stored
         assert [c.id for c in state.history][:len(before.history)] == [c.id for c in before.history]
         assert Decimal(repr(state.spent_epsilon)) == Decimal("0.01") * len(state.history)   # every record counts
-        server = ProcessServer(db_path, policy_path, ledger_path, port=server.port).start()   # serves again
+        server = ProcessServer(db_path, policy_path, ledger_path, *UNLIMITED, port=server.port).start()   # serves again
         res = dpsql.remote(server.url, token).sql(SQL, epsilon=0.01, fresh=True)
         received.append(tuple(res.fetchall()))
         assert len(book.budget(analyst="alice").history) == len(state.history) + 1

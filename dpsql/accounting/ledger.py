@@ -8,7 +8,9 @@ processes can never both pass a check only one of them fits. The row becomes ``r
 the answer, for replay) or ``failed``; a crash leaves it ``reserved``. All three count as spent.
 A charge for an analyst checks their own budget and the total in that same transaction.
 
-Storage only: the SQL text and plan summary arrive as strings and are kept as given. Where the file
+Storage only: the SQL text and plan summary arrive as strings and are kept as given, up to
+``RECORDED_CHARS`` characters each (``recorded``): a record's size is bounded whatever the query, so
+free queries (public tables only, recorded at epsilon 0) cannot grow the file without bound. Where the file
 lives and how it fails closed: ``accounting/store.py``; replay keys and data versions:
 ``accounting/replay.py``; analysts: ``accounting/analysts.py``; which policy changes keep the history:
 ``accounting/policies.py``.
@@ -27,6 +29,7 @@ dpsql.errors.BudgetExceeded: [DP402] privacy budget exceeded: requested epsilon=
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import sqlite3
 import threading
 import warnings
@@ -43,6 +46,24 @@ from dpsql.accounting.identity import policy_document
 from dpsql.accounting.store import MEMORY, LedgerError, Store, default_ledger_path, encode_answer, now
 from dpsql.errors import AuthError, InternalError
 from dpsql.policy import Policy
+
+
+RECORDED_CHARS = 4096   # of a charge's SQL text and plan summary (a TPC-H query is 1-2 KB)
+
+
+def recorded(text: str, limit: int = RECORDED_CHARS) -> str:
+    """``text`` as a record keeps it: whole up to ``limit`` characters, else its start, its length and
+    the SHA-256 of the whole (the owner can still match it with a query they hold).
+
+    >>> recorded("SELECT 1")
+    'SELECT 1'
+    >>> recorded("x" * 100, limit=10)
+    'xxxxxxxxxx... [100 characters, SHA-256 09ecb6ebc8bcefc733f6f2ec44f791abeed6a99edf0cc31519637898aebd52d8]'
+    """
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{text[:limit]}... [{len(text)} characters, SHA-256 {digest}]"
 
 
 @dataclass(frozen=True)
@@ -125,8 +146,8 @@ class Ledger:
                 cursor = db.execute(
                     "INSERT INTO charges (time, sql, plan, epsilon, delta, composition, status, replay_key, "
                     "data_version, analyst) VALUES (?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?)",
-                    [now(), sql, plan, str(cost.epsilon), str(cost.delta), self.composition.name,
-                     replay_key, data_version, analyst])
+                    [now(), recorded(sql), recorded(plan), str(cost.epsilon), str(cost.delta),
+                     self.composition.name, replay_key, data_version, analyst])
                 return Ticket(cursor.lastrowid)
 
     def release(self, ticket: Ticket, answer: pa.Table | None) -> None:

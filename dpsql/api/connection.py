@@ -19,7 +19,7 @@ import pyarrow as pa
 from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
-from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, UnsupportedConstruct
+from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
 from dpsql.accounting import replay
 from dpsql.frontend.flatten import flatten
@@ -32,6 +32,8 @@ from dpsql.plan.build import build_plan
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
+from dpsql.frontend import size
+from dpsql.limits import Deadline, WorkLimits, check_seconds
 from dpsql.policy import Policy, load_policy
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines.duckdb import DuckDBEngine
@@ -54,9 +56,11 @@ class PrivateConnection:
     """
 
     def __init__(self, engine: DuckDBEngine, policy: Policy, ledger: ledgers.Ledger,
-                 rng: np.random.Generator | randomness.RandomSource | None = None, *, data_version: str | None = None):
+                 rng: np.random.Generator | randomness.RandomSource | None = None, *, data_version: str | None = None,
+                 limits: WorkLimits | None = None):
         self._engine = engine
         self.policy = policy
+        self.limits = limits or WorkLimits()   # what one request may ask (dpsql/limits.py)
         self._ledger = ledger
         self._data_version = data_version or replay.connection_data_version()
         self._source = randomness.as_random_source(rng)
@@ -64,8 +68,10 @@ class PrivateConnection:
         self._lock = threading.Lock()
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         self._plans = PlanCache()
-        self._lookups = PlanCache(per_analyst=256)   # whether a public lookup's columns are unique, per analyst
         engine.register_noise(self._noise_function, self._noise_udf)
+        # pyarrow loads its compute functions on first use (0.7 s): load them now, not in the first
+        # DP query, whose time would tell its analyst that nobody had run one (a shared cache).
+        pa.array([None], type=pa.int64()).fill_null(0)
 
     def _noise_udf(self, values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
         """Vectorised noise: one call per chunk of output groups, never per input row."""
@@ -82,66 +88,78 @@ class PrivateConnection:
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
              ci: float | None = None, nonnegative: bool = True) -> Plan | PublicPlan:
         """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
-        return self._planned(sql, epsilon, delta, ci, nonnegative, None).plan
+        return self._planned(sql, epsilon, delta, ci, nonnegative, None, self._seconds(None)).plan
 
-    def _planned(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None) -> Entry:
+    def _planned(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None,
+                 deadline: float | None) -> Entry:
         """The plan of this call, from the analyst's plan cache (api/plan_cache.py) when asked before."""
         return self._plans.lookup(analyst, plan_key(sql, epsilon, delta, ci, nonnegative), lambda: self._lowered(
-            sql, epsilon, delta, ci=ci, nonnegative=nonnegative, analyst=analyst))
+            sql, epsilon, delta, ci=ci, nonnegative=nonnegative, reader=analyst, deadline=deadline))
+
+    def _seconds(self, seconds: float | None) -> float | None:
+        """A call's deadline: its own seconds (checked, DP401), else the connection's (``limits.deadline``)."""
+        return check_seconds(seconds) if seconds is not None else self.limits.deadline
 
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
-                 nonnegative: bool = True, noise_function: str | None = None, analyst: str | None = None,
-                 **lowering) -> Plan | PublicPlan:
+                 nonnegative: bool = True, noise_function: str | None = None, reader: str | None = None,
+                 deadline: float | None = None, **lowering) -> Plan | PublicPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
-        over public tables only is answered exactly (frontend/public.py), before the DP pipeline."""
+        over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
+        Its input is bounded first (frontend/size.py): planning is linear in it, so it is not
+        interrupted; the engine's reads are (``reader``: who asks, ``deadline``: seconds of a read)."""
         try:
+            size.check_text(sql, self.limits)
             parsed = parse(sql)
+            size.check_shape(parsed, sql, self.limits)
             if public_only(parsed, self.policy):
                 return public_plan(parsed, sql, self.policy)
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = fold_constants(statement, sql)
-            scope = self._public_keys(statement, validate(statement, sql, policy))
-            self._check_lookups(scope.table, analyst)
+            scope = self._public_keys(statement, validate(statement, sql, policy), reader, deadline)
+            self._check_lookups(scope.table, reader, deadline)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
-            return rewrite(build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
-                                      nonnegative=nonnegative), noise_function or self._noise_function, **lowering)
+            plan = build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci, nonnegative=nonnegative)
+            size.check_groups(plan.partitions, statement, sql, self.limits)
+            return rewrite(plan, noise_function or self._noise_function, **lowering)
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
 
-    def _check_lookups(self, table, analyst: str | None) -> None:
+    def _check_lookups(self, table, reader: str | None, deadline: float | None) -> None:
         """Every public table the query joins is a lookup: the columns it is joined on are unique in it
         as compared (frontend/lookups.py), else DP207 before anything runs. Public data, read by the
-        engine once per analyst: whether a check was already made depends on that analyst's queries only."""
+        engine once per reader (engines/duckdb.py ``unique``), never shared between analysts."""
         for lookup in table.lookups if table is not None else ():
-            def unique(lookup=lookup) -> bool:
-                return self._engine.unique(lookup.table, lookup.columns)
-            if not self._lookups.lookup(analyst, lookup.key, unique).plan:
+            if not self._engine.unique(lookup.table, lookup.columns, reader, deadline):
                 raise lookup.refusal()
 
-    def _public_keys(self, statement, scope: Scope) -> Scope:
-        """GROUP BY columns of joined public tables get their values as keys, read from the engine."""
+    def _public_keys(self, statement, scope: Scope, reader: str | None, deadline: float | None) -> Scope:
+        """GROUP BY columns of joined public tables get their values as keys, read from the engine
+        (once per reader: engines/duckdb.py ``public_keys``)."""
         wanted = {c.name for k in group_keys(statement, scope) for c in k.columns
                   if c.public_source is not None and c.keys is None}
         if not wanted:
             return scope
-        columns = {name: self._engine.public_keys(scope.table.name, c, f"__dpsql_keys_{secrets.token_hex(4)}")
+        columns = {name: self._engine.public_keys(scope.table.name, c, f"__dpsql_keys_{secrets.token_hex(4)}",
+                                                  reader, deadline)
                    if name in wanted else c for name, c in scope.table.columns.items()}
         return dataclasses.replace(scope, table=dataclasses.replace(scope.table, columns=columns))
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-                ci: float | None = None, nonnegative: bool = True) -> Plan | PublicPlan:
-        """The Plan the query would run, with the rewritten SQL; spends nothing.
+                ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
+                analyst: str | None = None) -> Plan | PublicPlan:
+        """The Plan the query would run, with the rewritten SQL; spends nothing. ``deadline``: seconds
+        for the engine's read planning may need (a joined public table's keys), DP425 past them.
 
         Example:
             >>> print(db.explain("SELECT sex, COUNT(*) FROM people GROUP BY sex"))  # doctest: +SKIP
         """
-        return self.plan(sql, epsilon, delta, ci=ci, nonnegative=nonnegative)
+        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline)).plan
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
-            analyst: str | None = None) -> Result:
+            analyst: str | None = None, deadline: float | None = None) -> Result:
         """Answer one aggregate query with differential privacy.
 
         The cost is recorded in the ledger before the query runs. An identical query already answered
@@ -156,20 +174,32 @@ class PrivateConnection:
                 value (exact for counts and sums, conservative for AVG; post-processing, free).
             nonnegative: release counts, and sums of non-negative values, clamped at 0 (default).
             analyst: charge this analyst's budget (and the total) instead of the owner's; see ``analyst()``.
+            deadline: seconds this call may hold the engine (default ``limits.deadline``: none), from
+                the start of its turn (turns go round robin between analysts); DuckDB is interrupted
+                when they pass (DP425, nothing spent; DP901 once the query was charged).
         Returns:
             Result, materialised once; ``.plan`` is the Plan that was charged.
         Raises:
             DpsqlError: refused (nothing spent); BudgetExceeded (nothing spent); LedgerError (the
-            ledger is foreign, locked or corrupt: nothing spent); ExecutionError (spent).
+            ledger is foreign, locked or corrupt: nothing spent); ExecutionError (spent);
+            DeadlineExceeded (DP425 nothing spent, DP901 spent).
         Example:
             >>> db.sql("SELECT sex, AVG(income) FROM people GROUP BY sex", epsilon=0.5).fetchall()  # doctest: +SKIP
         """
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
-        planned = self._planned(sql, epsilon, delta, ci, nonnegative, analyst)
+        seconds = self._seconds(deadline)
+        planned = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, seconds)
+        # Bind, charge and run in one turn of the engine (shared fairly between analysts): once a
+        # query is charged it runs at once, never waits behind another analyst's.
+        with self._engine.turn(analyst, seconds) as clock:
+            if isinstance(planned.plan, PublicPlan):
+                return self._exact(planned.plan, analyst, clock)
+            return self._private(sql, planned, fresh, analyst, clock)
+
+    def _private(self, sql: str, planned: Entry, fresh: bool, analyst: str | None, clock: Deadline) -> Result:
+        """A DP query: bound, charged, run (inside the caller's turn of the engine)."""
         plan = planned.plan
-        if isinstance(plan, PublicPlan):
-            return self._exact(plan, analyst)
         relation = self._engine.bind(plan.rewritten_sql)
         cost = self._ledger.cost(plan)
         if planned.normalised is None:
@@ -178,6 +208,9 @@ class PrivateConnection:
             # scales, L, selection) and post-processing, not only the SQL text.
             planned.normalised = (text, names + (plan_signature(plan),))
         normalised = planned.normalised
+        if clock.passed():   # the last moment a stop spends nothing
+            raise DeadlineExceeded("DP425", f"the query reached its deadline of {clock.seconds:g} s before it was "
+                                   "charged; nothing was spent", hint="retry later")
         ticket = self._ledger.reserve(
             cost, sql=normalised[0], plan=replay.plan_summary(plan), fresh=fresh, data_version=self._data_version,
             replay_key=replay.replay_key(normalised, cost, self._ledger.identity, self._data_version), analyst=analyst)
@@ -186,7 +219,13 @@ class PrivateConnection:
         try:
             with self._lock:
                 self._noise.clear()   # no draw outlives its query
-            table = self._engine.run(relation)
+            table = self._engine.run(relation, clock)
+        except DeadlineExceeded as stopped:
+            # Whether a query ends before its deadline depends on its running time, which the analyst
+            # sees anyway: the stop is a function of that time and tells nothing it does not. Spent.
+            self._ledger.fail(ticket)
+            raise DeadlineExceeded("DP901", f"{stopped.message}; its budget stays spent",
+                                   hint="ask for less, or ask the data owner for a longer deadline") from None
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError):
             # No engine detail: it could depend on the data. The spend stays recorded.
             self._ledger.fail(ticket)
@@ -197,20 +236,25 @@ class PrivateConnection:
         self._ledger.release(ticket, table)
         return Result(table, plan)
 
-    def _exact(self, plan: PublicPlan, analyst: str | None = None) -> Result:
+    def _exact(self, plan: PublicPlan, analyst: str | None, clock: Deadline) -> Result:
         """A query over public tables only: no person's data, so answered exactly and charged nothing.
         Recorded in the history at epsilon 0, without its answer (nothing to replay: running it again
-        gives the same rows). Public data: an engine error's message is safe to show."""
+        gives the same rows). Public data: an engine error's message is safe to show, and so are its
+        stops (the deadline, more rows than ``limits.max_rows``)."""
         relation = self._engine.bind(plan.rewritten_sql)
         ticket = self._ledger.reserve(ZERO, sql=replay.normalise_sql(plan.sql)[0], plan=plan.summary,
                                       data_version=self._data_version, analyst=analyst)
         try:
-            table = self._engine.run(relation)
+            table = self._engine.run(relation, clock, max_rows=self.limits.max_rows)
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError) as e:
             self._ledger.fail(ticket)
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise ExecutionError("DP900", f"the query failed while running: {first}",
                                  hint="public tables only: nothing was spent") from None
+        except DeadlineExceeded as stopped:
+            self._ledger.fail(ticket)
+            raise DeadlineExceeded("DP425", stopped.message, hint="public tables only: nothing was spent; ask for "
+                                   "less (fewer rows, fewer joined tables) or retry later") from None
         except BaseException:
             self._ledger.fail(ticket)
             raise
@@ -260,12 +304,15 @@ class AnalystView:
         self.name = name
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-            fresh: bool = False, ci: float | None = None, nonnegative: bool = True) -> Result:
-        return self._db.sql(sql, epsilon, delta, fresh=fresh, ci=ci, nonnegative=nonnegative, analyst=self.name)
+            fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
+            deadline: float | None = None) -> Result:
+        return self._db.sql(sql, epsilon, delta, fresh=fresh, ci=ci, nonnegative=nonnegative, analyst=self.name,
+                            deadline=deadline)
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-                ci: float | None = None, nonnegative: bool = True) -> Plan | PublicPlan:
-        return self._db._planned(sql, epsilon, delta, ci, nonnegative, self.name).plan
+                ci: float | None = None, nonnegative: bool = True, deadline: float | None = None) -> Plan | PublicPlan:
+        return self._db.explain(sql, epsilon, delta, ci=ci, nonnegative=nonnegative, deadline=deadline,
+                                analyst=self.name)
 
     @property
     def budget(self) -> Budget:
@@ -284,7 +331,7 @@ class AnalystView:
 
 def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger=None,
             rng: np.random.Generator | randomness.RandomSource | None = None, *,
-            data_version: str | None = None) -> PrivateConnection:
+            data_version: str | None = None, limits: WorkLimits | None = None) -> PrivateConnection:
     """Open a differentially private connection over DuckDB, files or DataFrames.
 
     Args:
@@ -302,6 +349,8 @@ def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger
         data_version: names the data behind a connection object or DataFrames, so identical queries are
             replayed across connections to the same data; default a per-connection token. Files (a
             database, sources) are named by their identities (accounting/replay.py).
+        limits: what one request may ask (``dpsql.limits.WorkLimits``: SQL size, outputs, tables, rows of
+            an answer, a default deadline); see README, "Limits".
     Raises:
         PolicyError: the policy is invalid or does not match the data (DP501, DP502), the database
             cannot be opened or locked down (DP503), a source cannot be read (DP505).
@@ -337,7 +386,7 @@ def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger
         if not engine.handed_over:
             engine.close()
         raise
-    return PrivateConnection(engine, bound, book, rng, data_version=stable)
+    return PrivateConnection(engine, bound, book, rng, data_version=stable, limits=limits)
 
 
 def _ledger_home(con_or_path) -> str | None:

@@ -3,7 +3,7 @@
 Asking the same question again (a dashboard's refresh, ``fresh=True`` for new noise) skips parse,
 validate, plan and rewrite: 10-35 ms of Python per TPC-H query, as much as the engine takes for a
 small one. A plan is a function of the query text, the call's options and the connection's policy,
-noise function and public keys (the engine reads a public column's values once per connection:
+noise function and public keys (the engine reads a public column's values once per analyst:
 engines/duckdb.py ``public_keys``). Planning never reads private data, so whether a plan is found
 says nothing about a person.
 

@@ -58,11 +58,20 @@ def _loopback(host: str) -> bool:
               help="A browser origin allowed to call the API from its own pages (none by default).")
 @click.option("--max-body", default=1 << 20, show_default=True, type=click.IntRange(min=1024),
               help="Largest request body in bytes (413 beyond).")
-@click.option("--workers", default=4, show_default=True, type=click.IntRange(1, 64),
+@click.option("--workers", default=8, show_default=True, type=click.IntRange(1, 64),
               help="Worker threads planning and running queries.")
+@click.option("--deadline", default=30.0, show_default=True, type=click.FloatRange(min=0.01),
+              help="Seconds a request may hold the engine from the start of its turn; DuckDB is interrupted then "
+                   "(DP425; DP901 once charged).")
+@click.option("--per-analyst", default=3, show_default=True, type=click.IntRange(1, 1024),
+              help="Requests one analyst may have in flight (429 DP421 beyond).")
+@click.option("--free-per-minute", default=120.0, show_default=True, type=click.FloatRange(min=0.01),
+              help="Free requests (explain, public tables only, refusals, reads) per analyst per minute; "
+                   "answers charged to a budget are not counted (429 DP424 beyond).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(("critical", "error", "warning", "info", "debug")))
-def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, workers, log_level):
+def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, workers, deadline, per_analyst,
+          free_per_minute, log_level):
     """Serve the HTTP API (and the browser console) over one database, for analysts with tokens.
 
     The server holds the data, the policy and the ledger; analysts send SQL with their token
@@ -70,7 +79,7 @@ def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, work
 
     \b
     Example:
-        dpsql serve --db people.duckdb --policy policy.yaml --port 8765
+        dpsql serve --db people.duckdb --policy policy.yaml --port 8765 --deadline 60
         dpsql analyst add alice --epsilon 1 --db people.duckdb --policy policy.yaml
     """
     from dpsql.server.limits import Limits
@@ -79,7 +88,8 @@ def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, work
     if not _loopback(host):
         click.echo(f"warning: listening on {host}: the API is reachable from the network; put TLS in front",
                    err=True)
-    limits = Limits(max_body=max_body, workers=workers)
+    limits = Limits(max_body=max_body, workers=workers, deadline=deadline, per_analyst=per_analyst,
+                    free_per_minute=free_per_minute)
     click.echo(f"dpsql: serving {db_path} on http://{host}:{port} (console at /, API at /v1/)", err=True)
     try:
         run_server(db_path, policy_path, ledger, host=host, port=port, limits=limits,

@@ -5,10 +5,12 @@ spent (a binder error is a free refusal: it depends on the SQL and the schema on
 Arrow. DuckDB is the first (``engines/duckdb.py``); see docs/architecture.md, "How to add an engine"."""
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from contextlib import AbstractContextManager
+from typing import Any, Callable, Hashable, Protocol
 
 import pyarrow as pa
 
+from dpsql.limits import Deadline
 from dpsql.policy import ColumnPolicy, Policy
 
 
@@ -29,8 +31,15 @@ class Engine(Protocol):
         every key a link references checked unique in the data (once per data version)."""
         ...
 
-    def public_keys(self, table: str, column: ColumnPolicy, prefix: str) -> ColumnPolicy:
-        """A joined public table's column with its distinct values as keys (public data)."""
+    def public_keys(self, table: str, column: ColumnPolicy, prefix: str, reader: Hashable = None,
+                    deadline: float | None = None) -> ColumnPolicy:
+        """A joined public table's column with its distinct values as keys (public data), read once per
+        reader (an analyst): never a cache one analyst's timing could tell another's queries by."""
+        ...
+
+    def turn(self, who: Hashable = None, deadline: float | None = None) -> AbstractContextManager[Deadline]:
+        """The engine for ``who`` until the block ends, shared fairly between analysts, and the turn's
+        deadline (``deadline`` seconds from its start)."""
         ...
 
     def lock_down(self) -> None:
@@ -45,8 +54,9 @@ class Engine(Protocol):
         """The bound query, ready to run (raises DP311 when it does not bind)."""
         ...
 
-    def run(self, bound: Any) -> pa.Table:
-        """Run a bound query to the end; engine errors propagate (the caller hides their detail)."""
+    def run(self, bound: Any, deadline: Deadline = ..., max_rows: int | None = None) -> pa.Table:
+        """Run a bound query to the end, stopped at the deadline (DP425) or past ``max_rows`` rows
+        (DP315); engine errors propagate (the caller hides their detail)."""
         ...
 
     def close(self) -> None:

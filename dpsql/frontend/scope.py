@@ -3,6 +3,9 @@ aggregates dpsql supports, names and columns of a query, its GROUP BY keys, and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Sequence
+
 from sqlglot import exp
 from dpsql.errors import UnsupportedConstruct
 from dpsql.frontend.derived import DerivedKeys, TooManyKeys, derive, literal_branches
@@ -80,6 +83,15 @@ class KeySpec:
     derived: tuple[DerivedKeys | TooManyKeys, ...] = ()   # keys of columns without declared ones, from bounds
     branches: tuple[exp.Expression, ...] | None = None      # a CASE of literals over other columns: its values
 
+    @cached_property
+    def text(self) -> str:
+        """The key as SQL, printed once (is_key compares it with every node of an expression)."""
+        return self.expression.sql()
+
+    @cached_property
+    def size(self) -> int:
+        return _size(self.expression)
+
     def derived_for(self, column: str) -> DerivedKeys | TooManyKeys | None:
         return next((d for d in self.derived if d.column == column), None)
 
@@ -131,15 +143,21 @@ def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
     return keys
 
 
-def is_key(node: exp.Expression, keys: list[KeySpec]) -> bool:
+def is_key(node: exp.Expression, keys: Sequence[KeySpec]) -> bool:
     """Whether ``node`` (outside any aggregate) is one of the GROUP BY keys, written the same way."""
+    return key_position(node, keys) is not None
+
+
+def key_position(node: exp.Expression, keys: Sequence[KeySpec]) -> int | None:
+    """The index of the first GROUP BY key ``node`` is written as, else None."""
     # Callers ask this of every node of an expression: compare only nodes that could match (same
-    # root type, not much larger), or a deep expression costs quadratic time in copies.
-    candidates = [k for k in keys if type(k.expression) is type(node) and _at_most(node, 3 * _size(k.expression) + 3)]
-    if not candidates:
-        return False
+    # root type, not much larger), and print the node once, not once per key, or planning grows
+    # with (nodes x keys) printed copies.
+    candidates = [i for i, k in enumerate(keys) if type(k.expression) is type(node)]
+    if not candidates or not _at_most(node, 3 * max(keys[i].size for i in candidates) + 3):
+        return None
     text = unqualified(node).sql(copy=False)   # our own copy: printing it needs no second one
-    return any(k.expression.sql() == text for k in candidates)
+    return next((i for i in candidates if keys[i].text == text), None)
 
 
 def _size(node: exp.Expression) -> int:

@@ -81,9 +81,8 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
     if o.kind == OutputKind.KEY:
         return col(f"k{o.key_index}")
     if o.kind == OutputKind.EXPR:
-        slots = {plan.slot(other): i for i, other in enumerate(plan.outputs)}
         inlined = o.expression.copy().transform(
-            lambda n: output_value(plan, slots[n.name]) if isinstance(n, exp.Column) and n.name in slots else n)
+            lambda n: output_value(plan, slot) if (slot := _slot_index(plan, n)) is not None else n)
         # On released values only, but it may still cast a key (NOT 'F'): never an error.
         return exp.Anonymous(this="TRY", expressions=[inlined])
     return OUTPUT_VALUES[o.kind](plan, o, [plan.measurement(n) for n in o.measurements])
@@ -136,21 +135,29 @@ OUTPUT_VALUES = {OutputKind.COUNT: count_value, OutputKind.COUNT_COL: count_valu
                  OutputKind.STDDEV_POP: variance, OutputKind.STDDEV_SAMP: variance}
 
 
+def _slot_index(plan: Plan, node: exp.Expression) -> int | None:
+    """The output a column of an expression over outputs names (``o3``: 3), else None."""
+    if not isinstance(node, exp.Column) or node.table or not node.name.startswith("o"):
+        return None
+    digits = node.name[1:]
+    ok = digits.isdigit() and digits == str(int(digits)) and int(digits) < len(plan.outputs)
+    return int(digits) if ok else None
+
+
 def final_select(plan: Plan) -> exp.Select:
-    slots = [plan.slot(o) for o in plan.outputs]
     columns = []
-    for o in plan.outputs:
+    for i, o in enumerate(plan.outputs):
         if o.hidden:
             continue
-        columns.append(alias(col(plan.slot(o)), o.name))
+        columns.append(alias(col(plan.slot(i)), o.name))
         if has_interval(plan, o):
-            columns += [alias(col(f"{plan.slot(o)}_lo"), f"{o.name}_ci_low"),
-                        alias(col(f"{plan.slot(o)}_hi"), f"{o.name}_ci_high")]
+            columns += [alias(col(f"{plan.slot(i)}_lo"), f"{o.name}_ci_low"),
+                        alias(col(f"{plan.slot(i)}_hi"), f"{o.name}_ci_high")]
     query = exp.select(*columns).from_(table("__out"), copy=False)
     if plan.having is not None:
         # On released values only, but it may still compare a key with a number: never an error.
         condition = plan.having.copy().transform(
-            lambda n: col(n.name) if isinstance(n, exp.Column) and n.name in slots else n)
+            lambda n: col(n.name) if _slot_index(plan, n) is not None else n)
         query = query.where(guarded(condition, lambda name: None))
     if plan.order:
         query = query.order_by(*[exp.Ordered(this=col(slot), desc=desc, nulls_first=False)

@@ -62,11 +62,11 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
         tree = quantile.quantile_ctes(plan, m, source, noise_function)
         materialized.update(name for name, _ in tree if name.endswith(quantile.MATERIALIZED_SUFFIXES))
         ctes += tree
-    values = [alias(output_value(plan, i), plan.slot(o)) for i, o in enumerate(plan.outputs)]
-    for i, o in enumerate(plan.outputs):
+    values = [alias(output_value(plan, i), plan.slot(i)) for i in range(len(plan.outputs))]
+    for i in range(len(plan.outputs)):
         interval = output_interval(plan, i)
         if interval is not None:
-            values += [alias(interval[0], f"{plan.slot(o)}_lo"), alias(interval[1], f"{plan.slot(o)}_hi")]
+            values += [alias(interval[0], f"{plan.slot(i)}_lo"), alias(interval[1], f"{plan.slot(i)}_hi")]
     out = quantile.join_outputs(plan, exp.select(*values).from_(table("__noisy"), copy=False))
     if plan.selection is not None:
         out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))

@@ -23,7 +23,7 @@ from dpsql.frontend.options import aggregate_bounds
 from dpsql.plan.sensitivity import count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity, sum_sensitivity, unit_total_sensitivity
 from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism
 from dpsql.frontend.relation import conjuncts
-from dpsql.frontend.scope import AGGREGATES, Scope, argument_bounds, columns_in, group_keys, is_key, name_of, quantile_of
+from dpsql.frontend.scope import AGGREGATES, Scope, argument_bounds, columns_in, group_keys, key_position, name_of, quantile_of
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
 from dpsql.plan.model import GroupKey, KeyColumn, Measurement, Output, Plan, Selection
 from dpsql.plan.allocation import check_budget_parameters, share
@@ -77,6 +77,7 @@ class _Outputs:
         self.items: list[Output] = []
         self.by_alias: dict[str, int] = {}
         self.key_slot: dict[int, int] = {}
+        self.by_signature: dict[tuple, int] = {}   # an aggregate's first output, by what it computes
 
     def add(self, output: Output) -> int:
         self.items.append(output)
@@ -86,20 +87,20 @@ class _Outputs:
         kind, column, argument = signature(agg, self.scope.table)
         bounds = aggregate_bounds(agg, self.scope.refuse)
         q = quantile_of(agg) if kind == OutputKind.QUANTILE else None
-        if hidden:
-            for i, o in enumerate(self.items):
-                if o is not None and (o.kind, o.column, o.per_row, o.per_group, o.quantile) == \
-                        (kind, column, bounds.per_row, bounds.per_group, q):
-                    return i
+        same = (kind, column, bounds.per_row, bounds.per_group, q)
+        if hidden and same in self.by_signature:   # HAVING/ORDER BY reuse an output of the same aggregate
+            return self.by_signature[same]
         derived = argument_bounds(argument, self.scope.table) if argument is not None else None
         lower, upper = bounds.per_group or bounds.per_row or derived or (None, None)
         default = handler(kind).name(column, None if isinstance(agg, exp.Median) else q)
-        return self.add(Output(name=name or default, kind=kind, column=column, lower=lower, upper=upper,
-                               hidden=hidden, argument=argument, per_row=bounds.per_row,
-                               per_group=bounds.per_group, quantile=q))
+        index = self.add(Output(name=name or default, kind=kind, column=column, lower=lower, upper=upper,
+                                hidden=hidden, argument=argument, per_row=bounds.per_row,
+                                per_group=bounds.per_group, quantile=q))
+        self.by_signature.setdefault(same, index)
+        return index
 
     def key_index(self, node: exp.Expression) -> int | None:
-        return next((i for i, k in enumerate(self.specs) if is_key(node, [k])), None)
+        return key_position(node, self.specs)
 
     def to_slot(self, node: exp.Expression) -> exp.Expression:
         """An expression over released outputs only: aggregates, keys and aliases become slots."""

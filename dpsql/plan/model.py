@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from sqlglot import exp
 from dpsql.mechanisms.base import MECHANISMS, mechanism
 from dpsql.errors import InternalError
@@ -181,11 +182,22 @@ class Plan:
     def visible_outputs(self) -> tuple[Output, ...]:
         return tuple(o for o in self.outputs if not o.hidden)
 
-    def slot(self, output: Output) -> str:
-        return f"o{self.outputs.index(output)}"
+    def slot(self, output: Output | int) -> str:
+        """The column of an output (its position, or the output itself) in the lowered query: o0, o1, ...
+        By position, never by equality: two equal outputs (ORDER BY one expression twice) are two
+        columns, and a lookup costs O(1), so planning stays linear in the number of outputs."""
+        return f"o{output if isinstance(output, int) else self._positions[id(output)]}"
 
     def measurement(self, name: str) -> Measurement:
-        return next(m for m in self.measurements if m.name == name)
+        return self._by_name[name]
+
+    @cached_property
+    def _positions(self) -> dict[int, int]:
+        return {id(o): i for i, o in enumerate(self.outputs)}
+
+    @cached_property
+    def _by_name(self) -> dict[str, Measurement]:
+        return {m.name: m for m in self.measurements}
 
     def __str__(self) -> str:
         return explain_text(self)

@@ -5,18 +5,21 @@ query's own parameters (``epsilon``, ``delta``, ``ci``, ``fresh``, ``nonnegative
 knobs (a seeded generator, another ledger) do not exist here. Every ``/v1/`` request authenticates
 its bearer token against the ledger (which keeps hashes only) and runs as that analyst, charged to
 their budget and the total in one ledger transaction. Planning and DuckDB run in worker threads,
-so the event loop keeps serving other clients. Errors are ``{"error": {...}}`` bodies with a dpsql
+so the event loop keeps serving other clients; each analyst has a few requests in flight at most and a
+rate of free requests, each turn on the engine a deadline (server/limits.py), and the engine's turns
+go round robin between analysts (engines/turns.py): one analyst cannot starve another. Errors are ``{"error": {...}}`` bodies with a dpsql
 code (``encode.error_body``); an unexpected exception is logged by type and place only (its message
 could quote a row) and answered 500 DP999. Nothing here logs a token, an SQL text or a result.
 Endpoints and shapes: README, "The HTTP API".
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import traceback
 from functools import partial
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable
 
 import anyio
 from starlette.applications import Starlette
@@ -29,8 +32,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from dpsql.errors import AuthError, DpsqlError, InternalError
+from dpsql.plan.model import Plan
 from dpsql.server import encode
-from dpsql.server.limits import EXPLAIN_FIELDS, QUERY_FIELDS, InFlight, Limits, RequestError, check_fields, read_json
+from dpsql.server.limits import (EXPLAIN_FIELDS, QUERY_FIELDS, FreeRate, InFlight, Limits, PerAnalyst, RequestError,
+                                 check_fields, read_json)
 
 log = logging.getLogger("dpsql.server")
 STATIC = Path(__file__).parent / "static"
@@ -52,20 +57,33 @@ class _Server:
         self.limits = limits
         self.workers = anyio.CapacityLimiter(limits.workers)
         self.in_flight = InFlight(limits.max_in_flight)
-        self.schema: dict | None = None
+        self.per_analyst = PerAnalyst(limits.per_analyst)
+        self.free = FreeRate(limits.free_per_minute, limits.free_burst)
+        # Built now, not at the first request: a kept answer the first asker waited for would tell the
+        # next that someone asked (issue 20, finding 6). The policy never changes while serving.
+        self.schema = encode.schema_doc(db.policy)
 
     async def work(self, fn: Callable, *args, **kwargs):
         return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self.workers)
 
-    async def analyst(self, request: Request):
+    @contextlib.asynccontextmanager
+    async def analyst(self, request: Request) -> AsyncIterator:
         """The analyst whose bearer token the request carries (401 DP407 otherwise; the same for a
-        missing, malformed, unknown or revoked token)."""
+        missing, malformed, unknown or revoked token), with one of their requests in flight (DP421)
+        and one of their free requests taken (DP424; a handler refunds it for a charged answer)."""
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token or len(token) > 512:
             raise AuthError("DP407", "a valid analyst token is needed (Authorization: Bearer <token>)",
                             hint="ask the data owner for a token: dpsql analyst add NAME --epsilon E")
-        return await self.work(self.db.analyst, token=token)
+        analyst = await self.work(self.db.analyst, token=token)
+        self.per_analyst.enter(analyst.name)
+        try:
+            self.free.take(analyst.name)
+            yield analyst
+        finally:
+            self.per_analyst.leave(analyst.name)
+
 
 
 def _error(err: DpsqlError, status: int | None = None) -> Response:
@@ -79,6 +97,8 @@ def _error(err: DpsqlError, status: int | None = None) -> Response:
     # protocol's head deadline ends a drain that never finishes (limits.GuardedH11).
     if err.code == "DP407":
         headers["WWW-Authenticate"] = "Bearer"
+    if status in (429, 503):
+        headers["Retry-After"] = str(getattr(err, "retry_after", 1))
     return Response(encode.dumps(body), status, headers, media_type="application/json")
 
 
@@ -124,54 +144,55 @@ def _answer(request: Request, table, plan: dict, budget: dict, replayed: bool) -
 
 @endpoint
 async def query(server: _Server, request: Request) -> Response:
-    analyst = await server.analyst(request)
-    args = await _body(server, request, QUERY_FIELDS)
+    async with server.analyst(request) as analyst:
+        args = await _body(server, request, QUERY_FIELDS)
 
-    def run():
-        result = analyst.sql(args.pop("sql"), **args)
-        return result, encode.plan_doc(result.plan), encode.budget_doc(analyst.totals, analyst.name)
-    result, plan, budget = await server.work(run)
-    return _answer(request, result.arrow(), plan, budget, result.replayed)
+        def run():
+            result = analyst.sql(args.pop("sql"), **args, deadline=server.limits.deadline)
+            return result, encode.plan_doc(result.plan), encode.budget_doc(analyst.totals, analyst.name)
+        result, plan, budget = await server.work(run)
+        if isinstance(result.plan, Plan) and not result.replayed:
+            server.free.refund(analyst.name)   # charged to the budget: not free work
+        # Encoded in a worker too: a public-only answer of a million rows takes seconds of Python.
+        return await server.work(_answer, request, result.arrow(), plan, budget, result.replayed)
 
 
 @endpoint
 async def explain(server: _Server, request: Request) -> Response:
-    analyst = await server.analyst(request)
-    args = await _body(server, request, EXPLAIN_FIELDS)
-    plan = await server.work(lambda: encode.plan_doc(analyst.explain(args.pop("sql"), **args)))
-    return _json({"plan": plan})
+    async with server.analyst(request) as analyst:
+        args = await _body(server, request, EXPLAIN_FIELDS)
+        return _json({"plan": await server.work(
+            lambda: encode.plan_doc(analyst.explain(args.pop("sql"), **args, deadline=server.limits.deadline)))})
 
 
 @endpoint
 async def budget(server: _Server, request: Request) -> Response:
-    analyst = await server.analyst(request)
-    return _json(await server.work(lambda: encode.budget_doc(analyst.totals, analyst.name)))
+    async with server.analyst(request) as analyst:
+        return _json(await server.work(lambda: encode.budget_doc(analyst.totals, analyst.name)))
 
 
 @endpoint
 async def history(server: _Server, request: Request) -> Response:
-    analyst = await server.analyst(request)
-    return _json(await server.work(lambda: encode.history_doc(analyst.budget)))
+    async with server.analyst(request) as analyst:
+        return _json(await server.work(lambda: encode.history_doc(analyst.budget)))
 
 
 @endpoint
 async def history_item(server: _Server, request: Request) -> Response:
     """A released answer of this analyst's, again, free; another analyst's id is unknown (404)."""
-    analyst = await server.analyst(request)
     charge_id = request.path_params["id"]
-
-    def find():
-        table = analyst.answer(charge_id) if charge_id <= MAX_ID else None
-        if table is None:
-            raise RequestError("DP420", f"no released answer {charge_id} in your history")
-        state = analyst.budget
-        charge = next(c for c in state.history if c.id == charge_id)
-        plan = {"epsilon": charge.epsilon, "delta": charge.delta, "text": charge.plan, "public_only": False,
-                "outputs": [{"name": n, "kind": None, "expected_error": None, "confidence": None}
-                            for n in table.column_names]}
-        return table, plan, encode.budget_doc(state, analyst.name)
-    table, plan, state = await server.work(find)
-    return _answer(request, table, plan, state, True)
+    async with server.analyst(request) as analyst:
+        def find():
+            table = analyst.answer(charge_id) if charge_id <= MAX_ID else None
+            if table is None:
+                raise RequestError("DP420", f"no released answer {charge_id} in your history")
+            state = analyst.budget
+            charge = next(c for c in state.history if c.id == charge_id)
+            plan = {"epsilon": charge.epsilon, "delta": charge.delta, "text": charge.plan, "public_only": False,
+                    "outputs": [{"name": n, "kind": None, "expected_error": None, "confidence": None}
+                                for n in table.column_names]}
+            return _answer(request, table, plan, encode.budget_doc(state, analyst.name), True)
+        return await server.work(find)
 
 
 async def index(request: Request) -> Response:
@@ -212,10 +233,8 @@ class SecurityHeaders:
 
 @endpoint
 async def schema(server: _Server, request: Request) -> Response:
-    await server.analyst(request)
-    if server.schema is None:   # the policy never changes while serving; long key lists take a while
-        server.schema = await server.work(encode.schema_doc, server.db.policy)
-    return _json(server.schema)
+    async with server.analyst(request):
+        return _json(server.schema)
 
 
 def create_app(db, *, limits: Limits | None = None, cors_origins: tuple[str, ...] = (),

@@ -112,8 +112,8 @@ def schema_doc(policy) -> dict:
 
 def status_of(code: str) -> int:
     """The HTTP status of a dpsql code (see README, "The HTTP API")."""
-    return {"DP402": 402, "DP407": 401, "DP420": 404, "DP421": 429, "DP422": 413, "DP423": 408}.get(
-        code, 500 if code in ("DP900", "DP999") or code in _OWNER_SIDE else 400)
+    return {"DP402": 402, "DP407": 401, "DP420": 404, "DP421": 429, "DP422": 413, "DP423": 408, "DP424": 429,
+            "DP425": 503}.get(code, 500 if code.startswith("DP9") or code in _OWNER_SIDE else 400)
 
 
 def error_body(err: DpsqlError) -> tuple[int, dict]:

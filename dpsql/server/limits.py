@@ -1,9 +1,17 @@
-"""What keeps one client from hurting the others: body size, slow clients, requests in flight.
+"""What keeps one client from hurting the others: body size, slow clients, requests in flight, free
+requests per analyst, a deadline per request.
 
 * ``read_json``: a request body read with a size limit (413, DP422) and a deadline (408, DP423),
   parsed as one JSON object whose fields are checked against a schema (400, DP408).
 * ``InFlight``: at most ``max_in_flight`` API requests at once (running or waiting for a worker
-  thread); past that, 429 (DP421) at once, without reading the body.
+  thread); past that, 429 (DP421) at once, without reading the body. ``PerAnalyst``: at most
+  ``per_analyst`` of them for one analyst (429, DP421), so one analyst cannot hold every worker.
+* ``FreeRate``: free requests (explain, public-only queries, refusals, budget and history reads:
+  everything but an answer charged to the budget) per analyst, a token bucket of
+  ``free_per_minute`` with bursts of ``free_burst``; past it, 429 (DP424) with ``Retry-After``.
+* ``Limits.deadline``: seconds a query (or an explain's read of a public table's keys) may hold the
+  engine from the start of its turn; DuckDB is interrupted when they pass (DP425, 503; DP901 when a
+  DP query was already charged).
 * ``GuardedH11``: uvicorn's h11 protocol with a deadline on each request's head. uvicorn times out
   idle keep-alive connections but not a client that sends half a request line and waits
   (slowloris); such a connection is closed after ``head_timeout`` seconds. It costs the event
@@ -21,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 from dataclasses import dataclass
 
 import anyio
@@ -36,8 +45,12 @@ class Limits:
     max_body: int = 1 << 20         # bytes of a request body
     body_timeout: float = 10.0      # seconds to receive a body once its head arrived
     head_timeout: float = 10.0      # seconds to receive a request's head (line and headers)
-    workers: int = 4                # worker threads running queries (DuckDB runs one at a time anyway)
+    workers: int = 8                # worker threads planning and running queries (DuckDB runs one at a time)
     max_in_flight: int = 64         # API requests running or waiting; more get 429
+    per_analyst: int = 3            # of those, one analyst's
+    deadline: float = 30.0          # seconds a request may hold the engine, from its turn (DP425/DP901)
+    free_per_minute: float = 120.0  # free requests per analyst per minute (charged answers are not counted)
+    free_burst: int = 60            # free requests in a burst (the console explains as you type)
 
 
 # Fields of a request body: name -> (kind, required). "number" accepts ints and floats, not booleans.
@@ -115,6 +128,59 @@ class InFlight:
 
     def leave(self) -> None:
         self.count -= 1
+
+
+class PerAnalyst:
+    """A count of each analyst's requests in flight; ``enter`` refuses past the limit (DP421)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.count: dict[str, int] = {}
+
+    def enter(self, analyst: str) -> None:
+        if self.count.get(analyst, 0) >= self.limit:
+            raise RequestError("DP421", f"you have {self.limit} request(s) in flight already",
+                               hint="wait for an answer before sending more; nothing was spent")
+        self.count[analyst] = self.count.get(analyst, 0) + 1   # one event loop: no lock needed
+
+    def leave(self, analyst: str) -> None:
+        self.count[analyst] -= 1
+        if not self.count[analyst]:
+            del self.count[analyst]
+
+
+class FreeRate:
+    """A token bucket per analyst: ``take`` one for each request (DP424 when none is left), ``refund``
+    it when the request was an answer charged to the budget (which the budget limits already).
+
+    >>> rate = FreeRate(per_minute=60, burst=2, clock=lambda: 0.0)
+    >>> rate.take("a"); rate.take("a"); rate.take("a")
+    Traceback (most recent call last):
+    ...
+    dpsql.server.errors.RequestError: [DP424] too many free requests (explain, public tables, refusals, reads): 60 a minute, bursts of 2
+    >>> rate.refund("a"); rate.take("a")
+    """
+
+    def __init__(self, per_minute: float, burst: int, clock=time.monotonic):
+        self.rate, self.burst, self.clock = per_minute / 60.0, burst, clock
+        self.buckets: dict[str, tuple[float, float]] = {}   # analyst -> (tokens, when)
+
+    def _tokens(self, analyst: str) -> float:
+        tokens, when = self.buckets.get(analyst, (float(self.burst), self.clock()))
+        return min(float(self.burst), tokens + (self.clock() - when) * self.rate)
+
+    def take(self, analyst: str) -> None:
+        tokens = self._tokens(analyst)
+        if tokens < 1:
+            err = RequestError("DP424", f"too many free requests (explain, public tables, refusals, reads): "
+                               f"{self.rate * 60:g} a minute, bursts of {self.burst}",
+                               hint="retry after the Retry-After seconds; answers charged to your budget do not count")
+            err.retry_after = max(1, math.ceil((1 - tokens) / self.rate))   # type: ignore[attr-defined]
+            raise err
+        self.buckets[analyst] = (tokens - 1, self.clock())
+
+    def refund(self, analyst: str) -> None:
+        self.buckets[analyst] = (min(float(self.burst), self._tokens(analyst) + 1), self.clock())
 
 
 class GuardedH11(H11Protocol):

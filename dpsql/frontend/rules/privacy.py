@@ -34,7 +34,7 @@ def group_keys_public(select: exp.Select, scope: Scope) -> None:
     for key in group_keys(select, scope):
         if any(isinstance(n, AGGREGATES) for n in key.expression.walk()):
             raise scope.refuse("DP305", "aggregate in GROUP BY", key.node)
-        text = key.expression.sql()
+        text = key.text
         if text in seen:
             raise scope.refuse("DP304", f"GROUP BY {text} appears twice", key.node)
         seen.add(text)
