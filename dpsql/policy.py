@@ -80,6 +80,7 @@ class TablePolicy:
     about: str | None = None          # a relation: how its rows were made and whose they are (explain)
     data_source: Source | None = None  # `source:` the files dpsql reads into this table (policy_source.py)
     one_row_per_unit: bool = False    # a relation grouped by its unit (frontend/per_person.py)
+    lookups: tuple = ()               # a relation: its public tables' lookups, checked unique (frontend/lookups.py)
 
     @property
     def row_level(self) -> bool:

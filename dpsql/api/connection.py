@@ -117,6 +117,7 @@ class PrivateConnection:
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = fold_constants(statement, sql)
             scope = self._public_keys(statement, validate(statement, sql, policy), reader, deadline)
+            self._check_lookups(scope.table, reader, deadline)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
             plan = build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci, nonnegative=nonnegative)
@@ -124,6 +125,14 @@ class PrivateConnection:
             return rewrite(plan, noise_function or self._noise_function, **lowering)
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
+
+    def _check_lookups(self, table, reader: str | None, deadline: float | None) -> None:
+        """Every public table the query joins is a lookup: the columns it is joined on are unique in it
+        as compared (frontend/lookups.py), else DP207 before anything runs. Public data, read by the
+        engine once per reader (engines/duckdb.py ``unique``), never shared between analysts."""
+        for lookup in table.lookups if table is not None else ():
+            if not self._engine.unique(lookup.table, lookup.columns, reader, deadline):
+                raise lookup.refusal()
 
     def _public_keys(self, statement, scope: Scope, reader: str | None, deadline: float | None) -> Scope:
         """GROUP BY columns of joined public tables get their values as keys, read from the engine

@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from dpsql.accounting.replay import file_data_version
 from dpsql.engines import duckdb_sources as sources
-from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables, table_schema
+from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables, repeats_as_compared, \
+    table_schema
 from dpsql.engines.turns import Turns
 from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct
 from dpsql.limits import NO_DEADLINE, Deadline
@@ -51,6 +52,7 @@ class DuckDBEngine:
         self._stats: dict = {}             # source files' stats before they were read
         self._tables: tuple[str, ...] = ()
         self._public_keys: dict = {}       # (reader, table, column) -> the column with its keys
+        self._unique: dict = {}            # (reader, table, columns as compared) -> unique together
 
     @classmethod
     def open(cls, con_or_path, policy: Policy | None = None) -> "DuckDBEngine":
@@ -154,6 +156,17 @@ class DuckDBEngine:
                 self._public_keys[key] = key_tables(policy, self.con, f"{prefix}_{len(self._public_keys)}"
                                                     ).tables["t"].columns["c"]
         return dataclasses.replace(self._public_keys[key], name=column.name)
+
+    def unique(self, table: str, columns, reader: Hashable = None, deadline: float | None = None) -> bool:
+        """Are ``columns`` ((name, Form) pairs) unique together in a public ``table``, each in the form
+        a join compares it (frontend/lookups.py)? A constraint DuckDB enforces answers when every form
+        is exact. Public data; read once per reader, never shared (as ``public_keys``), in a turn of
+        its own interrupted after ``deadline`` seconds (DP425)."""
+        key = (reader, table, tuple(columns))
+        if key not in self._unique:
+            with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
+                self._unique[key] = not repeats_as_compared(self.con, table, list(columns))
+        return self._unique[key]
 
     @contextlib.contextmanager
     def turn(self, who: Hashable = None, deadline: float | None = None) -> Iterator[Deadline]:

@@ -15,8 +15,10 @@ import datetime
 import threading
 
 import duckdb
+from sqlglot import exp
 
 from dpsql.errors import PolicyError
+from dpsql.frontend.compare import BARE, Form, key_form, pairing
 from dpsql.frontend.literals import temporal_type
 from dpsql.policy import ColumnPolicy, Link, Policy, TablePolicy
 
@@ -71,8 +73,9 @@ def _bind_table(table: TablePolicy, schema: dict[str, str], con, origin: str = "
                 keys = tuple(k for (k,) in con.execute(cast_keys(sql_type), [list(map(str, keys))]).fetchall())
             except duckdb.Error:
                 raise _fail(f"{path}.keys: keys {list(col.keys)!r} do not all convert to {sql_type}{origin}") from None
-            if len(set(keys)) != len(keys):
-                raise _fail(f"{path}.keys: keys collide after conversion to {sql_type}")
+            if len(set(keys)) != len(keys) or _collide(con, table.name, name, sql_type, col.keys):
+                raise _fail(f"{path}.keys: keys collide after conversion to {sql_type} (as the column compares "
+                            "them: its collation too, e.g. 'a' and 'A' for a NOCASE column)")
         columns[name] = dataclasses.replace(col, sql_type=sql_type, keys=keys)
     if not table.row_level and table.privacy_unit not in schema:
         raise _fail(f"tables.{table.name}.privacy_unit: column {table.privacy_unit!r} does not exist{origin}")
@@ -81,6 +84,14 @@ def _bind_table(table: TablePolicy, schema: dict[str, str], con, origin: str = "
         for name, sql_type in schema.items():
             columns.setdefault(name, ColumnPolicy(name=name, sql_type=sql_type))
     return dataclasses.replace(table, columns=columns)
+
+
+def _collide(con: duckdb.DuckDBPyConnection, table: str, column: str, sql_type: str, keys) -> bool:
+    """Are two keys one value as the column compares them, with its collation (not in its type's
+    name)? A row would then meet both: joined with a long key set, counted twice. No row is read."""
+    distinct = con.execute(f"SELECT COUNT(DISTINCT v) FROM (SELECT {_quoted(column)} AS v FROM {_quoted(table)} "
+                           f"WHERE false UNION ALL {cast_keys(sql_type)})", [list(map(str, keys))]).fetchall()[0][0]
+    return distinct != len(keys)
 
 
 def _check_date_bounds(col: ColumnPolicy, sql_type: str, path: str) -> None:
@@ -94,12 +105,9 @@ def _check_date_bounds(col: ColumnPolicy, sql_type: str, path: str) -> None:
         raise _fail(f"{path}: {col.name!r} is a DATE: its bounds are days (1992-01-01), not instants")
 
 
-def _kind(sql_type: str) -> str:
-    return "numeric" if is_numeric(sql_type) else "string" if is_string(sql_type) else sql_type
-
-
 def _bind_link(link: Link, schemas: dict[str, dict[str, str]]) -> None:
-    """Both ends of a link exist and compare without a cast that could fail on some value."""
+    """Both ends of a link exist and the comparison builder can compare them on every row
+    (frontend/compare.py: the form the link is joined in, and its key checked unique in)."""
     path = f"tables.{link.table}.privacy_unit"
     via = schemas[link.table].get(link.column)
     if via is None:
@@ -108,9 +116,9 @@ def _bind_link(link: Link, schemas: dict[str, dict[str, str]]) -> None:
     if key is None:
         raise _fail(f"{path}.references: column {link.references_column!r} does not exist in table "
                     f"{link.references_table!r}")
-    if _kind(via) != _kind(key):
+    if pairing(via, key) is None:
         raise _fail(f"{path}: {link} compares {via} with {key}; a link needs columns of one kind "
-                    "(both numeric, both text, or the same type)")
+                    "(numbers, text, dates and timestamps; a TIMESTAMP WITH TIME ZONE only with its own type)")
 
 
 def bind_schema(policy: Policy, con: duckdb.DuckDBPyConnection, origins: dict[str, str] | None = None) -> Policy:
@@ -133,7 +141,7 @@ def bind_schema(policy: Policy, con: duckdb.DuckDBPyConnection, origins: dict[st
     return dataclasses.replace(policy, tables=tables)
 
 
-# (data version, table, column) -> whether the column held a repeated value: the data of one version
+# (data version, table, the key as compared) -> whether it held a repeated value: the data of one version
 # does not change, so each referenced key is checked once per version, not per connection or query.
 _UNIQUE_CHECKED: dict[tuple[str, str, str], bool] = {}
 _UNIQUE_LOCK = threading.Lock()
@@ -143,30 +151,50 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def declared_unique(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
-    """Does DuckDB itself enforce the column unique (a PRIMARY KEY or UNIQUE constraint on it alone)?
-    Read from the table the name resolves to (a TEMP table shadows the database's)."""
+def declared_unique(con: duckdb.DuckDBPyConnection, table: str, *columns: str) -> bool:
+    """Does DuckDB itself enforce ``columns`` unique together (a PRIMARY KEY or UNIQUE constraint on
+    some of them)? Read from the table the name resolves to (a TEMP table shadows the database's)."""
     rows = con.execute(
-        f"SELECT database_name = 'temp', constraint_type IN ('PRIMARY KEY', 'UNIQUE') AND len(constraint_column_names) = 1 "
-        f"AND lower(constraint_column_names[1]) = ? FROM duckdb_constraints() WHERE {_CATALOGS} "
-        "AND lower(table_name) = ?", [column, table]).fetchall()
+        f"SELECT database_name = 'temp', constraint_column_names FROM duckdb_constraints() WHERE {_CATALOGS} "
+        "AND lower(table_name) = ? AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')", [table]).fetchall()
     temp = bool(con.execute("SELECT 1 FROM duckdb_columns() WHERE database_name = 'temp' AND schema_name = 'main' "
                             "AND lower(table_name) = ? LIMIT 1", [table]).fetchall())
-    return any(unique for in_temp, unique in rows if in_temp == temp)
+    wanted = {c.lower() for c in columns}
+    return any(in_temp == temp and {n.lower() for n in names} <= wanted for in_temp, names in rows)
 
 
-def repeats_a_value(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
-    """Does a non-NULL value occur twice in ``table.column``? (NULL references no row.) A key DuckDB
-    enforces unique is not read; otherwise one hash aggregation (about 0.6 s per million rows on two cores)."""
-    if declared_unique(con, table, column):
-        return False
-    sql = (f"SELECT 1 FROM {_quoted(table)} WHERE {_quoted(column)} IS NOT NULL "
-           f"GROUP BY {_quoted(column)} HAVING COUNT(*) > 1 LIMIT 1")
+def repeats(con: duckdb.DuckDBPyConnection, table: str, keys: list[str]) -> bool:
+    """Does one tuple of ``keys`` (SQL over ``table``'s columns, as a comparison writes them; none
+    NULL: NULL matches no row) occur twice? One hash aggregation (about 0.6 s per million rows on two cores)."""
+    sql = (f"SELECT 1 FROM {_quoted(table)} WHERE {' AND '.join(f'({k}) IS NOT NULL' for k in keys)} "
+           f"GROUP BY {', '.join(keys)} HAVING COUNT(*) > 1 LIMIT 1")
     return bool(con.execute(sql).fetchall())
 
 
+def repeats_a_value(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Does a non-NULL value occur twice in ``table.column``? A key DuckDB enforces unique is not read."""
+    return not declared_unique(con, table, column) and repeats(con, table, [_quoted(column)])
+
+
+def compared(form: Form, column: str) -> str:
+    """``column`` as a comparison in ``form`` writes it (frontend/compare.py), as SQL."""
+    return form.apply(exp.column(column, quoted=True)).sql(dialect="duckdb")
+
+
+def repeats_as_compared(con: duckdb.DuckDBPyConnection, table: str, columns: list[tuple[str, Form]]) -> bool:
+    """Does one tuple of ``columns``, each in the form a comparison writes it, occur twice? Read as they
+    are when every form is bare; a constraint DuckDB enforces answers when every form is exact."""
+    if all(f == BARE for _, f in columns) and len(columns) == 1:
+        return repeats_a_value(con, table, columns[0][0])
+    if all(f.exact for _, f in columns) and declared_unique(con, table, *(c for c, _ in columns)):
+        return False
+    return repeats(con, table, [compared(f, c) for c, f in columns])
+
+
 def check_referenced_keys(policy: Policy, con: duckdb.DuckDBPyConnection, data_version: str | None) -> None:
-    """Every key a link references is unique in its table, so each row reaches one row, hence one person.
+    """Every key a link references is unique in its table as the link compares it (in the form the
+    comparison builder writes: a BIGINT key against a DOUBLE ``via`` as DOUBLE, where 2**60 and
+    2**60 + 1 are one value), so each row reaches one row, hence one person.
 
     Run on the trusted connection when the policy is bound; the outcome is kept per ``data_version``
     (None: not kept). The error is for the data owner setting up: it names the table and column, never
@@ -177,23 +205,33 @@ def check_referenced_keys(policy: Policy, con: duckdb.DuckDBPyConnection, data_v
     """
     checked: dict[tuple[str, str], bool] = {}
     for link in policy.links:
-        target = (link.references_table, link.references_column)
+        via = policy.tables[link.table].columns[link.column].sql_type
+        form = key_form(policy.tables[link.references_table].columns[link.references_column].sql_type, via)
+        assert form is not None   # _bind_link refused the link otherwise
+        target = (link.references_table, compared(form, link.references_column))
         key = (data_version, *target) if data_version is not None else None
         with _UNIQUE_LOCK:
             repeated = checked.get(target, _UNIQUE_CHECKED.get(key) if key is not None else None)
         if repeated is None:
-            repeated = repeats_a_value(con, *target)
+            repeated = repeats_as_compared(con, link.references_table, [(link.references_column, form)])
             if key is not None:
                 with _UNIQUE_LOCK:
                     _UNIQUE_CHECKED[key] = repeated
         checked[target] = repeated
         if repeated:
-            raise PolicyError(
-                "DP504", f"the policy does not hold for this database: {link.references_table}."
-                         f"{link.references_column} is not unique in table {link.references_table!r}, but "
-                         f"tables.{link.table}.privacy_unit references it ({link})",
-                hint="a link must reference a unique key (each row must reach exactly one row, hence one "
-                     "person); reference another column, or make the key unique in the data")
+            raise _not_unique(link, form, via)
+
+
+def _not_unique(link: Link, form: Form, via: str) -> PolicyError:
+    compared_as = "" if form == BARE else f" as {link.table}.{link.column} ({via}) compares it: " \
+        f"{compared(form, link.references_column)}"
+    return PolicyError(
+        "DP504", f"the policy does not hold for this database: {link.references_table}.{link.references_column} is "
+                 f"not unique in table {link.references_table!r}{compared_as}, but tables.{link.table}.privacy_unit "
+                 f"references it ({link})",
+        hint="a link must reference a unique key (each row must reach exactly one row, hence one person); "
+             "reference another column, make the key unique in the data, or declare the link between columns "
+             "of one type (keys that differ can be equal in a common type: 2**60 and 2**60 + 1 as DOUBLE)")
 
 
 def key_tables(policy: Policy, con: duckdb.DuckDBPyConnection, prefix: str) -> Policy:

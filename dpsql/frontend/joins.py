@@ -13,7 +13,8 @@ joined along their declared links (``child.via = parent.key``), whose key is uni
 (checked at connect, DP504), so a row of the child meets at most one row of the parent, and both
 belong to the same unit; the private tables must form one chain along links (two tables that both
 reference one parent would multiply a unit's rows by each other, and two tables joined only through
-a public one would mix two units); public tables join freely (their rows are nobody's). The unit of a
+a public one would mix two units); public tables join as lookups (frontend/lookups.py: on columns
+unique in them, so a row meets at most one of their rows). The unit of a
 joined row is the unit key of its private tables (equal on matched rows; COALESCE for LEFT joins),
 and when no table of the query holds it, the links' joins are added (LEFT, on a unique key: no row
 is lost or repeated).
@@ -26,8 +27,10 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dpsql.errors import PrivacyViolation, UnsupportedConstruct
+from dpsql.frontend.compare import compare
+from dpsql.frontend.lookups import lookups
 from dpsql.frontend.parse import span
-from dpsql.frontend.totality import type_family
+from dpsql.lower.sql import col
 from dpsql.policy import Policy, TablePolicy
 from dpsql.frontend import semijoins
 from dpsql.frontend.relation import Instance, build, conjuncts, resolve as _resolve
@@ -41,14 +44,16 @@ def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=Unsuppo
     return err
 
 
-@dataclass(frozen=True)
+@dataclass
 class Edge:
-    """An equality ``a.x = b.y`` between two instances, from an ON or from WHERE."""
+    """An equality ``a.x = b.y`` between two instances, from an ON or from WHERE (``node``, as the
+    user wrote it), and as the relation's SQL compares it (``written``: frontend/compare.py)."""
     a: str
     a_column: str
     b: str
     b_column: str
     node: exp.Expression
+    written: exp.Expression | None = None
 
 
 def relate(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Expression, Policy]:
@@ -73,10 +78,11 @@ def relate(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Expres
     edges = _edges(select, sql, instances, policy)
     _check_links(select, sql, instances, edges)
     for edge in edges:
-        _same_kind(edge, instances, sql)
+        _write(edge, instances, sql)
+    public = lookups(instances, edges, sql)   # DP207: a public table joined other than as a lookup
     select.meta["semi_joins"] = semijoins.lower(found, sql, instances, policy)
     relation, renames = build(select, instances, policy)
-    relation = dataclasses.replace(relation, about=_about(instances, edges, found, relation))
+    relation = dataclasses.replace(relation, about=_about(instances, edges, found, relation), lookups=public)
     _rewrite(select, sql, instances, renames, relation)
     _prune(relation.source, select, relation.privacy_unit)
     tables = {**policy.tables, relation.name: relation}
@@ -169,7 +175,7 @@ def _edges(select: exp.Select, sql: str, instances: dict[str, Instance], policy:
             edge = _edge(part, instances)
             if edge is not None and aliases[i] in (edge.a, edge.b):
                 edges.append(edge)
-                join.meta["edges"].append(part)
+                join.meta["edges"].append(edge)
                 continue
             columns = [c for c in part.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
             if not columns or any(_resolve(c, instances) != aliases[i] for c in columns):
@@ -184,29 +190,63 @@ def _edges(select: exp.Select, sql: str, instances: dict[str, Instance], policy:
     kept = []
     for part in conjuncts(where.this if where is not None else None):
         edge = _edge(part, instances)
-        joins = edge is not None and not (instances[edge.a].side or instances[edge.b].side) and (
-            _link_of(edge, instances) is not None or instances[edge.a].table.public or instances[edge.b].table.public)
-        if joins:
+        if edge is not None and _joins(edge, instances):
             edges.append(edge)
         else:
             kept.append(part)   # a filter: validated as any WHERE is
-    moved = [e.node for e in edges if e.node.find_ancestor(exp.Where) is not None]
+            edges += [e for e in _implied(part, instances) if _joins(e, instances)]
+    moved = [e for e in edges if e.node.find_ancestor(exp.Where) is not None]
     select.meta["join_filters"] = moved
     if where is not None and moved:
         select.set("where", exp.Where(this=exp.and_(*kept, copy=False)) if kept else None)
     return edges
 
 
-def _same_kind(edge: Edge, instances: dict[str, Instance], sql: str) -> None:
-    """Both sides of a join condition are of one family (numbers, strings, dates): DuckDB would cast a
-    string to a number, which fails on some rows, and whether the query fails must not depend on them."""
-    kinds = []
+def _joins(edge: Edge, instances: dict[str, Instance]) -> bool:
+    """Whether a WHERE equality joins its tables in the relation: a link, or a public table's lookup,
+    neither side LEFT-joined (WHERE filters a LEFT JOIN's NULL rows; ON would keep them)."""
+    return not (instances[edge.a].side or instances[edge.b].side) and (
+        _link_of(edge, instances) is not None or instances[edge.a].table.public or instances[edge.b].table.public)
+
+
+def _implied(part: exp.Expression, instances: dict[str, Instance]) -> list[Edge]:
+    """The equalities between two tables that every branch of an OR states (TPC-H Q19: ``(p_partkey =
+    l_partkey AND ...) OR (p_partkey = l_partkey AND ...)``): the OR implies them, so they join the
+    tables in the relation, and the OR stays in WHERE as a filter."""
+    branches = _disjuncts(part)
+    if len(branches) < 2:
+        return []
+    common: dict | None = None
+    for branch in branches:
+        found = {}
+        for c in conjuncts(branch):
+            edge = _edge(c, instances)
+            if edge is not None:
+                found[frozenset({(edge.a, edge.a_column), (edge.b, edge.b_column)})] = edge
+        common = found if common is None else {k: v for k, v in common.items() if k in found}
+    return list((common or {}).values())
+
+
+def _disjuncts(node: exp.Expression) -> list[exp.Expression]:
+    if isinstance(node, exp.Paren):
+        return _disjuncts(node.this)
+    if isinstance(node, exp.Or):
+        return _disjuncts(node.this) + _disjuncts(node.expression)
+    return [node]
+
+
+def _write(edge: Edge, instances: dict[str, Instance], sql: str) -> None:
+    """The edge as the relation's SQL compares it: by the comparison builder, so that no row can make it
+    fail (a DATE against a TIMESTAMP_NS fails past 2262 unguarded), strings byte for byte, and in the
+    form in which a link's key and a lookup's columns are checked unique (frontend/compare.py)."""
+    operands: list = []
     for alias, column in ((edge.a, edge.a_column), (edge.b, edge.b_column)):
         policy = instances[alias].table.columns.get(column)
-        kinds.append(type_family(policy.sql_type) if policy is not None else None)
-    if kinds[0] is None or kinds[0] != kinds[1]:
-        raise _refuse("DP306", f"join condition {edge.node.sql()} compares values of different kinds", edge.node,
-                      sql, rule="predicates_type_safe")
+        if policy is None:
+            raise _refuse("DP202", f"unknown column {column!r} in table {instances[alias].table.name!r}", edge.node,
+                          sql, rule="known_columns")
+        operands += [col(column, alias), policy.sql_type]
+    edge.written = compare(exp.EQ, *operands, node=edge.node, sql=sql)
 
 
 # --- what may be joined ------------------------------------------------------------------------------

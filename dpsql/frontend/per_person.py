@@ -124,6 +124,7 @@ def _relation(inner: exp.Select, table: TablePolicy, names: list[str], alias: st
         conditions.append(guarded(narrow_dates(quoted(where.this), types), types))
     body = body.where(exp.and_(*conditions), copy=False).group_by(unit.copy(), copy=False)
     return TablePolicy(name=alias, privacy_unit=unit_name, columns=columns, source=body, one_row_per_unit=True,
+                       lookups=table.lookups,
                        about=f"one row per person, grouped from {table.name}" + (f" ({table.about})" if table.about else ""))
 
 

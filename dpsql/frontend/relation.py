@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dpsql.frontend.compare import compare
 from dpsql.lower.sql import col, ident, join as join_node   # nodes, not the builders' parsed strings
 from dpsql.policy import ColumnPolicy, Policy, TablePolicy
 
@@ -109,9 +110,13 @@ def _unit_expression(instances: dict[str, Instance], source: exp.Select, policy:
         previous, table = top.alias, top.table
         for n, link in enumerate(top.table.path, start=1):
             alias = f"__path{n}"
+            parent = policy.tables[link.references_table]
+            # As any link is compared: by the builder, in the form its key was checked unique in.
+            on = compare(exp.EQ, col(link.column, previous), table.columns[link.column].sql_type,
+                         col(link.references_column, alias), parent.columns[link.references_column].sql_type)
             join_node(source, exp.Table(this=ident(link.references_table), alias=exp.TableAlias(this=ident(alias))),
-                      exp.EQ(this=col(link.column, previous), expression=col(link.references_column, alias)), "LEFT")
-            previous, table = alias, policy.tables[link.references_table]
+                      on, "LEFT")
+            previous, table = alias, parent
             if table.unit_key is not None:
                 keys = [col(table.unit_key, alias)]
                 break
@@ -120,24 +125,18 @@ def _unit_expression(instances: dict[str, Instance], source: exp.Select, policy:
 
 def _source(select: exp.Select, instances: dict[str, Instance], renames: dict[tuple[str, str], str],
             unit_name: str, policy: Policy) -> exp.Select:
-    """SELECT every column of every table under its relation name, and the unit, FROM the joins as
-    written (their ON, and WHERE's join conditions), plus the links' joins the unit needs."""
-    def qualified(node):
-        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-            alias = resolve(node, instances)
-            if alias is not None:
-                return col(node.name.lower(), alias)
-        return node
+    """SELECT every column of every table under its relation name, and the unit, FROM the joins (their
+    ON, and WHERE's join conditions, as frontend/joins.py wrote them), plus the links' joins the unit needs."""
     first = select.args["from_"].this
     source = exp.select().from_(_table(first, instances), copy=False)
     for join in select.args.get("joins") or []:
         on = join.args.get("on")
-        parts = [p.transform(qualified) for p in join.meta.get("edges", [])]   # transform copies
+        parts = [edge.written for edge in join.meta.get("edges", [])]
         if "filter" in join.meta:   # the joined table's own filters, validated and guarded
             parts.append(join.meta["filter"])
         join_node(source, _table(join.this, instances), exp.and_(*parts, copy=False) if parts else None,
                   join.side or ("CROSS" if on is None else "INNER"))
-    filters = [f.transform(qualified) for f in select.meta.get("join_filters", [])]
+    filters = [edge.written for edge in select.meta.get("join_filters", [])]
     filters += select.meta.get("semi_joins", [])   # already written over the tables' aliases
     if filters:
         source.where(exp.and_(*filters, copy=False), copy=False)

@@ -6,9 +6,14 @@ Why it is safe: a row is kept or dropped by rows of ``t`` that belong to the sam
 ``t`` must be tied to the row's unit: along a declared link, as a sibling under one parent key, or on
 the unit's key) or to nobody (a public ``t``). Removing one person then changes only that person's
 rows of the relation, so contribution bounding still bounds them. A subquery reads one table, with
-conditions of three kinds: ties and comparisons with the outer row's columns (of one kind, so they
-cannot fail), and filters on its own columns, validated like a WHERE (the same rules) and guarded
-like one (``lower/guard.py``).
+conditions of three kinds: ties and comparisons with the outer row's columns (written by the
+comparison builder, frontend/compare.py, so they cannot fail), and filters on its own columns,
+validated like a WHERE (the same rules) and guarded like one (``lower/guard.py``).
+
+A tie along a link compares in the link's form, the one its key was checked unique in; a tie between
+two tables that reference one key (siblings, or two copies of one table) compares keys of one type,
+so two equal keys reach the same parent row: keys of two types (a DOUBLE and a BIGINT) could be equal
+in the common type while their parents differ.
 """
 from __future__ import annotations
 
@@ -18,8 +23,8 @@ from sqlglot import exp
 
 from dpsql.errors import PrivacyViolation, UnsupportedConstruct
 from dpsql.frontend.parse import _closed, span
+from dpsql.frontend.compare import compare, normal
 from dpsql.frontend.relation import Instance, conjuncts, resolve
-from dpsql.frontend.totality import type_family
 from dpsql.frontend.validate import validate
 from dpsql.lower.guard import guarded, narrow_dates, quoted
 from dpsql.policy import Policy, TablePolicy
@@ -27,7 +32,8 @@ from dpsql.policy import Policy, TablePolicy
 COMPARE = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
 
-def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=UnsupportedConstruct):
+def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=UnsupportedConstruct,
+            rule: str = "semi_joins_tied_to_the_person"):
     start, end = span(node, sql)
     if isinstance(node, exp.Exists) and start is not None:
         # EXISTS and SELECT carry no position: start the caret at the keyword, close its parenthesis
@@ -35,7 +41,7 @@ def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=Unsuppo
         if keyword >= 0:
             start, end = keyword, _closed(sql, keyword, end, node)
     err = cls(code, message, hint=hint, sql=sql, start=start, end=end)
-    err.rule = "semi_joins_tied_to_the_person"
+    err.rule = rule
     return err
 
 
@@ -71,7 +77,7 @@ def _semijoin(node: exp.Expression, n: int, sql: str, instances: dict[str, Insta
     local, correlated = _split(query, alias, table, instances, sql)
     if isinstance(inner, exp.In):
         correlated.append(_membership(inner, query, alias, table, instances, sql))
-    ties = [c for c in correlated if _tie(c, table, instances)]
+    ties = [c for c in correlated if _tie(c, table, instances, sql)]
     for correlation in correlated:
         _check_correlation(correlation, correlation in ties, table, instances, sql)
     if not table.public and (root is None or table.root != root or not ties):
@@ -80,7 +86,7 @@ def _semijoin(node: exp.Expression, n: int, sql: str, instances: dict[str, Insta
                       cls=PrivacyViolation,
                       hint="correlate it along a link (e.g. l_orderkey = o_orderkey) or on the unit's key")
     name = f"__semi{n}"
-    conditions = [_correlation(c, name, instances) for c in correlated]
+    conditions = [_correlation(c, name, table, instances, sql) for c in correlated]
     if local:
         conditions.append(guarded_filter(local, table, query.args["from_"].this, name, sql, policy))
     body = exp.select(exp.Literal.number(1)).from_(
@@ -96,7 +102,8 @@ def _semijoin(node: exp.Expression, n: int, sql: str, instances: dict[str, Insta
         y = exp.column(correlated[-1][0].name.lower(), name, quoted=True)
         nulls = exp.select(exp.Literal.number(1)).from_(body.args["from_"].this.copy()).where(
             exp.and_(exp.Is(this=y, expression=exp.Null()), *conditions[len(correlated):]), copy=False)
-        outer = _correlation(correlated[-1], name, instances).expression
+        x = correlated[-1][1]
+        outer = exp.column(x.name.lower(), resolve(x, instances), quoted=True)
         return exp.and_(exp.Not(this=result), exp.Not(this=exp.Is(this=outer, expression=exp.Null())),
                         exp.Not(this=exp.Exists(this=nulls)))
     return exp.Not(this=result)
@@ -177,9 +184,9 @@ def guarded_filter(parts: list[exp.Expression], table: TablePolicy, node: exp.Ta
     return condition.transform(lambda c: exp.column(c.name, alias, quoted=True) if isinstance(c, exp.Column) else c)
 
 
-def _tie(correlation, table: TablePolicy, instances: dict[str, Instance]) -> bool:
+def _tie(correlation, table: TablePolicy, instances: dict[str, Instance], sql: str) -> bool:
     """Whether an equality puts the subquery's rows with the outer row's person: a link either way,
-    siblings under one parent key, or both sides the unit's key."""
+    siblings under one parent key, or both sides the unit's key (these two: keys of one type)."""
     inner_col, outer_col, node = correlation
     if not isinstance(node, (exp.EQ, exp.In)) or table.public:
         return False
@@ -192,31 +199,44 @@ def _tie(correlation, table: TablePolicy, instances: dict[str, Instance]) -> boo
         return True
     if theirs is not None and theirs.column == o and theirs.references_table == table.name and theirs.references_column == i:
         return True
-    if mine is not None and theirs is not None and mine.column == i and theirs.column == o and \
-            (mine.references_table, mine.references_column) == (theirs.references_table, theirs.references_column):
-        return True
-    return table.unit_key is not None and outer.unit_key is not None and i == table.unit_key and o == outer.unit_key
+    siblings = mine is not None and theirs is not None and mine.column == i and theirs.column == o and \
+        (mine.references_table, mine.references_column) == (theirs.references_table, theirs.references_column)
+    if not siblings and not (table.unit_key is not None and outer.unit_key is not None and i == table.unit_key
+                             and o == outer.unit_key):
+        return False
+    types = [normal(t.columns[c].sql_type) if c in t.columns else None for t, c in ((table, i), (outer, o))]
+    if types[0] != types[1]:
+        raise _refuse("DP206", f"{node.sql()} ties keys of two types ({types[0]}, {types[1]}): two different keys "
+                               "could be equal in their common type and tie rows of two persons", node, sql,
+                      cls=PrivacyViolation, hint="tie rows along a declared link, or by keys of one type")
+    return True
 
 
 def _check_correlation(correlation, tie: bool, table: TablePolicy, instances: dict[str, Instance], sql: str) -> None:
-    """A comparison with the outer row compares values of one kind (no cast that could fail), and reads
-    an identifier only to tie rows to their person."""
+    """A comparison with the outer row reads an identifier only to tie rows to their person (its types
+    are the comparison builder's to check: ``_correlation``)."""
     inner_col, outer_col, node = correlation
     outer = instances[resolve(outer_col, instances)].table
     i, o = inner_col.name.lower(), outer_col.name.lower()
     if not tie and (table.is_identifier(i) or outer.is_identifier(o)):
         raise _refuse("DP203", f"{inner_col.sql()} or {outer_col.sql()} identifies a person: a subquery may use it "
                                "only to tie its rows to the same person", node, sql, cls=PrivacyViolation)
-    kinds = [type_family(t.columns[c].sql_type) if c in t.columns else None for t, c in ((table, i), (outer, o))]
-    if kinds[0] is None or kinds[0] != kinds[1]:
-        raise _refuse("DP306", f"{node.sql()} compares values of different kinds", node, sql)
 
 
-def _correlation(correlation, name: str, instances: dict[str, Instance]) -> exp.Expression:
-    """inner <op> outer with the columns qualified: the subquery's by its alias, the outer's by theirs."""
+def _correlation(correlation, name: str, table: TablePolicy, instances: dict[str, Instance],
+                 sql: str) -> exp.Expression:
+    """inner <op> outer with the columns qualified (the subquery's by its alias, the outer's by theirs),
+    as the comparison builder writes it: total on every row (frontend/compare.py)."""
     inner_col, outer_col, node = correlation
     op = exp.EQ if isinstance(node, exp.In) else type(node)
     left_inner = isinstance(node, exp.In) or node.this is inner_col
-    inner = exp.column(inner_col.name.lower(), name, quoted=True)
-    outer = exp.column(outer_col.name.lower(), resolve(outer_col, instances), quoted=True)
-    return op(this=inner, expression=outer) if left_inner else op(this=outer, expression=inner)
+    alias = resolve(outer_col, instances)
+    sides = []
+    for column, owner, qualifier in ((inner_col, table, name), (outer_col, instances[alias].table, alias)):
+        policy = owner.columns.get(column.name.lower())
+        if policy is None:
+            raise _refuse("DP202", f"unknown column {column.name!r} in table {owner.name!r}", node, sql,
+                          rule="known_columns")
+        sides.append((exp.column(column.name.lower(), qualifier, quoted=True), policy.sql_type))
+    left, right = sides if left_inner else sides[::-1]
+    return compare(op, *left, *right, node=node, sql=sql)

@@ -36,6 +36,7 @@ from typing import Callable
 
 from sqlglot import exp
 
+from dpsql.frontend.compare import pairing
 from dpsql.frontend.literals import is_date, parse_date, parse_timestamp, temporal_literal, temporal_type, \
     temporal_value
 
@@ -250,6 +251,10 @@ def is_total(node: exp.Expression | None, types: Types) -> bool:
         # A string column matched against a string literal: no cast, no pattern error (no ESCAPE).
         return _safe_operand(node.this, types) == STRING and isinstance(node.expression, exp.Literal) \
             and node.expression.is_string
+    if isinstance(node, COMPARISONS) and all(isinstance(o.unnest(), exp.Column) for o in _operands(node)):
+        # Two columns: the comparison builder's pairing says whether DuckDB's own cast can fail.
+        found = pairing(*(types(o.unnest().name.lower()) for o in _operands(node)))
+        return found is not None and found.total
     if isinstance(node, (*COMPARISONS, exp.Between)) or (
             isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest")):
         kinds = {_safe_operand(o, types) for o in _operands(node)}

@@ -1,0 +1,3 @@
+-- expect: DP207
+-- caret: clinics
+SELECT COUNT(*) FROM visits, clinics
