@@ -45,3 +45,9 @@ def test_the_comparison_benchmark_runs_at_10k_rows(tmp_path):
     assert counts and counts[0]["dpsql"]["rmse"] > 0 and counts[0]["laplace"]["optimum_rmse"] > 0
     markdown = report.markdown(result)
     assert "### Targets" in markdown and "count_sum_avg" in markdown
+
+
+def test_the_per_person_lists_benchmark_runs_at_5k_rows():
+    results = load("per_person_lists").run(rows=5_000, repeats=1)
+    assert [r["query"] for r in results] == list(load("per_person_lists").QUERIES)
+    assert all(r["new"]["wall_s"] > 0 for r in results)

@@ -190,7 +190,8 @@ MUTANTS: list[Mutant] = [
       "error_bound(m.scale, 2 * confidence - 1) * m.granularity",
       "count/sum intervals at level 2ci-1 (one-sided vs two-sided confusion): coverage below ci"),
     M("quantile_cap_C_plus_one", "dpsql/lower/quantile.py",
-      "exp.LTE(this=col(\"n\"), expression=num(C))", "exp.LTE(this=col(\"n\"), expression=num(C + 1))",
+      "case_when(exp.LTE(this=n.copy(), expression=num(C)), c.copy(), spread)",
+      "case_when(exp.LTE(this=n.copy(), expression=num(C + 1)), c.copy(), spread)",
       "a unit with exactly C+1 values keeps all of them in the quantile tree"),
 ]
 

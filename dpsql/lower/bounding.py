@@ -218,8 +218,9 @@ def _unit_sum(m: Measurement, C: int) -> exp.Expression:
 
 UNIT_AGGREGATES = {Quantity.COUNT: _unit_rows, Quantity.COUNT_COL: _unit_rows, Quantity.SUM: _unit_sum,
                    Quantity.COUNT_UNITS: _unit_with_value, Quantity.DISTINCT: _unit_distinct,
-                   Quantity.UNITS: lambda m, C: num(1),   # a row of __units is one (unit, partition) pair
-                   Quantity.QUANTILE: lambda m, C: quantile.unit_leaves(m)}
+                   Quantity.UNITS: lambda m, C: num(1)}   # a row of __units is one (unit, partition) pair
+# A quantile tree has no column in __units: quantile.leaf_counts counts its leaves per (unit,
+# partition, leaf) from __rows and keeps C of them per (unit, partition) in closed form.
 
 
 RANKS = 2 ** 53   # a partition's random rank lies in [0, RANKS); an undeclared one's in [RANKS, 2 * RANKS)
@@ -241,7 +242,8 @@ def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp
     """
     keys = [col(k) for k in key_names(plan)]
     C, L = plan.max_rows, plan.max_groups
-    projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in plan.measurements]
+    projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in plan.measurements
+                                            if m.kind in UNIT_AGGREGATES]
     sampled = needs_partition_sampling(plan)
     domain = in_domain(plan) if sampled else None
     if sampled:

@@ -53,13 +53,14 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
         source = ctes[-1][0]
     trees = [m for m in plan.measurements if m.kind == Quantity.QUANTILE]
     materialized = {"__noisy"}
-    if trees and not plan.table.row_level:
-        materialized.add(source)   # __agg and the trees must see the same random choice of partitions
+    bounded = source if source == "__bounded" else None
+    if trees and bounded:
+        materialized.add(bounded)   # __agg and the trees must see the same random choice of partitions
     if scalar_measurements(plan):
         ctes.append(("__agg", agg_cte(plan, source)))
     ctes.append(("__noisy", noisy_cte(plan, noise_function)))
     for m in trees:
-        tree = quantile.quantile_ctes(plan, m, source, noise_function)
+        tree = quantile.quantile_ctes(plan, m, bounded, noise_function)
         materialized.update(name for name, _ in tree if name.endswith(quantile.MATERIALIZED_SUFFIXES))
         ctes += tree
     values = [alias(output_value(plan, i), plan.slot(o)) for i, o in enumerate(plan.outputs)]
