@@ -54,6 +54,15 @@ def rewritten(db) -> dict[str, str]:
             for name, sql in QUERIES.items()}
 
 
+def chosen(names: str | None) -> list[str]:
+    """The queries named (comma-separated), or all of them."""
+    picked = names.split(",") if names else list(QUERIES)
+    unknown = [n for n in picked if n not in QUERIES]
+    if unknown:
+        raise SystemExit(f"unknown queries {unknown}; known: {', '.join(QUERIES)}")
+    return picked
+
+
 def baseline_sql(tree: str) -> dict[str, str]:
     """``rewritten`` as another checkout's dpsql writes it (in a child process run in that tree: ``python
     -c`` puts the working directory first on sys.path), over an empty events table of the same schema."""
@@ -91,7 +100,7 @@ def median(times: list) -> dict:
 
 
 def run(rows: int, repeats: int, baseline: str | None = None, memory_limit: str | None = None,
-        heavy: int = 0) -> list[dict]:
+        heavy: int = 0, queries: list[str] | None = None) -> list[dict]:
     """One dict per query: medians (wall, CPU) of this tree's SQL and, with ``baseline``, the other's."""
     con = bench_core.fresh_database(rows, 1 if memory_limit else None)
     if heavy:
@@ -106,7 +115,7 @@ def run(rows: int, repeats: int, baseline: str | None = None, memory_limit: str 
         systems["baseline"] = {name: NOISE.sub(function, sql) for name, sql in baseline_sql(baseline).items()}
     runner = testing.duckdb_connection(db)
     results = []
-    for name in QUERIES:
+    for name in queries or list(QUERIES):
         times: dict[str, list] = {system: [] for system in systems}
         for sqls in systems.values():   # warm-up
             timed(runner, sqls[name])
@@ -145,10 +154,11 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="TREE", help="another checkout whose lowering to time beside this one")
     parser.add_argument("--memory-limit", metavar="SIZE", help="DuckDB memory_limit (and one thread), e.g. 256MB")
     parser.add_argument("--heavy", type=int, default=0, metavar="ROWS", help="add one user with this many rows")
+    parser.add_argument("--queries", metavar="NAMES", help=f"comma-separated, of {', '.join(QUERIES)} (default all)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     opts = parser.parse_args()
     results = [r for rows in opts.rows.split(",")
-               for r in run(int(rows), opts.repeats, opts.baseline, opts.memory_limit, opts.heavy)]
+               for r in run(int(rows), opts.repeats, opts.baseline, opts.memory_limit, opts.heavy, chosen(opts.queries))]
     print(table(results))
     if opts.json:
         Path(opts.json).write_text(json.dumps(results, indent=2))

@@ -10,6 +10,7 @@ import sqlglot
 from sqlglot import exp
 
 import dpsql
+from dpsql import testing
 from conftest import examples
 
 KEYS = ["a", "b", "c"]
@@ -157,3 +158,36 @@ def test_the_bound_is_tight_for_a_unit_at_its_limits():
     before, after = measure([], plan), measure(unit, plan)
     m = plan.measurements[0]
     assert sum(abs(after[k][m.name] - before[k][m.name]) for k in before) == m.sensitivity
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(KEYS + ["zz", None]), VALUES), max_size=60),
+       C=st.integers(1, 4), sql=st.sampled_from(["SELECT COUNT(DISTINCT grp) FROM t",
+                                                  "SELECT v, COUNT(DISTINCT grp) FROM t GROUP BY v"]))
+def test_count_distinct_keeps_a_units_C_smallest_declared_values(rows, C, sql):
+    """COUNT(DISTINCT grp) at user level: each unit and partition keeps its C smallest distinct declared
+    values (MIN(DISTINCT v, C), no list of all of them), the choice the sorted lists made."""
+    plan = plan_for("u", 3, C, -100.0, 100.0, sql)
+    keys = [f"k{i}" for i in range(len(plan.group_keys))]
+    got = noiseless(rows, plan).sql(exact_sql(plan, f"SELECT {', '.join(['__unit', *keys, 'v_m0'])} FROM __units")).fetchall()
+    values: dict = {}
+    for unit, grp, v in rows:
+        key = (unit,) if not keys else (unit, "NaN" if v is not None and math.isnan(v) else v)
+        values.setdefault(key, set()).update({grp} if grp in KEYS else set())
+    kept = {tuple("NaN" if isinstance(x, float) and math.isnan(x) else x for x in row[:-1]): row[-1] or [] for row in got}
+    assert kept == {key: sorted(found)[:C] for key, found in values.items()}
+
+
+def test_count_distinct_per_unit_compares_strings_bytewise():
+    """Under a NOCASE column a unit's 'a' and 'A' are two values, ordered bytewise: DuckDB's own DISTINCT
+    would keep one of them, whichever it met first (the sorted lists kept both but ordered them under
+    the collation, as they came, so a cut at C chose between them by the rows' order)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR COLLATE NOCASE)")
+    con.execute("INSERT INTO t VALUES (1, 'a'), (1, 'A'), (1, 'b'), (2, 'A'), (2, 'a')")
+    policy = {"budget": {"epsilon": 10}, "tables": {"t": {"privacy_unit": "u", "max_rows_per_unit": 3,
+                                                           "columns": {"grp": {"keys": ["A", "a", "b"]}}}}}
+    db = dpsql.connect(con, ledger=":memory:", policy=policy)
+    plan = db.explain("SELECT COUNT(DISTINCT grp) FROM t", epsilon=1.0)
+    units = sorted(testing.duckdb_connection(db).sql(exact_sql(plan, "SELECT __unit, v_m0 FROM __units")).fetchall())
+    assert units == [(1, ["A", "a", "b"]), (2, ["A", "a"])]

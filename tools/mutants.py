@@ -174,7 +174,7 @@ MUTANTS: list[Mutant] = [
       "fn(\"LEAST\", rows, num(C))", "fn(\"LEAST\", rows, num(C + 1))",
       "a unit's count in a partition is capped at C+1"),
     M("distinct_cap_C_plus_one", "dpsql/lower/bounding.py",
-      "fn(\"LIST_SLICE\", values, num(1), num(C))", "fn(\"LIST_SLICE\", values, num(1), num(C + 1))",
+      "expressions=[col(value_column(m))]), count=num(C))", "expressions=[col(value_column(m))]), count=num(C + 1))",
       "a unit keeps C+1 distinct values per partition for COUNT(DISTINCT col)"),
     M("noise_scale_halved_in_sql", "dpsql/lower/noise.py",
       "num(scale.numerator), num(k)]", "num(scale.numerator), num(k + 1)]",

@@ -6,7 +6,7 @@ from sqlglot import exp
 from dpsql.lower import quantile
 from dpsql.plan.model import Measurement, Plan
 from dpsql.plan.sensitivity import grid_bound
-from dpsql.frontend.totality import type_bounds
+from dpsql.frontend.totality import STRING, type_bounds, type_family
 from dpsql.lower.sql import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, saturate, select
 from dpsql.lower.names import key_names, raw_column, value_column
 from dpsql.lower.keys import declared, in_domain, join_key_tables, key_filter
@@ -98,6 +98,18 @@ def row_arguments(plan: Plan) -> dict[str, exp.Expression]:
     return values
 
 
+def distinct_value(plan: Plan, column: str) -> exp.Expression:
+    """A row's value for COUNT(DISTINCT column): only declared keys count, so the released count lies
+    in [0, |keys|] whatever the data. At user level a string compares bytewise (COLLATE "binary"):
+    under the column's own collation (NOCASE) a unit's DISTINCT would keep whichever of two
+    equal-collating values it met first (an order of rows and threads) while __agg counts the units'
+    values bytewise, so what a unit contributes would depend on more than its rows."""
+    value = case_when(declared(plan, column), col(column), exp.Null())
+    if not plan.table.row_level and type_family(plan.table.columns[column].sql_type) == STRING:
+        return exp.Collate(this=value, expression=exp.to_identifier("binary", quoted=True))
+    return value
+
+
 def relation(plan: Plan) -> str | exp.Expression:
     """What __rows reads: the private table, or a joined relation (frontend/joins.py) as a subquery
     named like a table, so the rest of the query reads it as one."""
@@ -120,8 +132,7 @@ def rows_cte(plan: Plan) -> exp.Select:
         passed.append(raw_column(label))
     for m in plan.measurements:
         if m.kind == Quantity.DISTINCT:
-            # Only declared keys count: the released count then lies in [0, |keys|] whatever the data.
-            projections.append(alias(case_when(declared(plan, m.column), col(m.column), exp.Null()), value_column(m)))
+            projections.append(alias(distinct_value(plan, m.column), value_column(m)))
             passed.append(value_column(m))
     derived = []
     for m in plan.measurements:
@@ -202,9 +213,11 @@ def _unit_with_value(m: Measurement, C: int) -> exp.Expression:
 
 
 def _unit_distinct(m: Measurement, C: int) -> exp.Expression:
-    """At most C of the unit's distinct values (the smallest: any choice keeps the bound)."""
-    values = fn("LIST_SORT", fn("LIST_DISTINCT", exp.Anonymous(this="LIST", expressions=[col(value_column(m))])))
-    return fn("LIST_SLICE", values, num(1), num(C))
+    """At most C of the unit's distinct values, the smallest (any choice keeps the bound), as a sorted
+    list: ``MIN(DISTINCT v, C)``. DuckDB finds the distinct values of each (unit, partition) with a
+    hash aggregate (it spills) and keeps the C smallest in a bounded heap, so no list of all of a
+    unit's values is built; strings compare bytewise (rows_cte: ``distinct_value``)."""
+    return exp.Min(this=exp.Distinct(expressions=[col(value_column(m))]), count=num(C))
 
 
 def _unit_sum(m: Measurement, C: int) -> exp.Expression:
