@@ -1,8 +1,9 @@
-"""Per-person state before the caps (issue 20): the quantile tree's leaves and COUNT(DISTINCT)'s values.
+"""Per-person state before the caps (issue 20): the quantile tree's leaves, COUNT(DISTINCT)'s values
+and the choice of a person's L partitions.
 
 A quantile tree keeps C of a person's values per partition, COUNT(DISTINCT col) C of their distinct
-values. This times the SQL dpsql runs for such queries (noise off: the engine's work) on
-``bench_core.build``'s events (power-law users: at 10M rows ~990k users, max ~100k rows), and, with
+values, __bounded L of their partitions. This times the SQL dpsql runs for such queries (noise off:
+the engine's work) on ``bench_core.build``'s events (power-law users: at 10M rows ~990k users, max ~100k rows), and, with
 ``--baseline TREE``, the SQL another checkout's dpsql writes for the same queries, on the same
 connection, alternating within every round after one warm-up each (medians of ``--repeats``):
 
@@ -13,7 +14,7 @@ distinct values of ``value``) and runs every query under DuckDB's memory limit, 
 lowering that holds a person's values in a list fails there ("OOM" in the table).
 
 >>> [r["query"] for r in run(rows=5000, repeats=1)]
-['median', 'quantiles_and_count', 'median_one_partition', 'distinct', 'distinct_by_bin']
+['median', 'quantiles_and_count', 'median_one_partition', 'distinct', 'distinct_by_bin', 'count_sum', 'private_keys']
 """
 from __future__ import annotations
 
@@ -42,9 +43,15 @@ QUERIES = {
     "median_one_partition": "SELECT MEDIAN(value) FROM events",
     "distinct": "SELECT COUNT(DISTINCT grp) FROM events",
     "distinct_by_bin": "SELECT FLOOR(value / 10) AS b, COUNT(DISTINCT grp) FROM events GROUP BY b",
+    # __bounded's choice of L partitions: by a window over each unit's (at most 50) public partitions,
+    # and with private keys cut at each unit's L-th rank first
+    "count_sum": "SELECT grp, COUNT(*), SUM(value) FROM events GROUP BY grp",
+    "private_keys": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) grp10k, COUNT(*), SUM(value) "
+                    "FROM events GROUP BY grp10k",
 }
 # L = 5 partitions of 50: a unit's partitions are sampled (__bounded); C = 3 values per partition.
 POLICY = bench_core.policy("user_id", L=5, C=3)
+POLICY["tables"]["events"]["columns"]["grp10k"] = {}   # keys not declared: partition selection
 NOISE = re.compile(r"dpsql_identity_[0-9a-f]+")
 
 

@@ -165,17 +165,26 @@ def test_the_bound_is_tight_for_a_unit_at_its_limits():
        C=st.integers(1, 4), sql=st.sampled_from(["SELECT COUNT(DISTINCT grp) FROM t",
                                                   "SELECT v, COUNT(DISTINCT grp) FROM t GROUP BY v"]))
 def test_count_distinct_keeps_a_units_C_smallest_declared_values(rows, C, sql):
-    """COUNT(DISTINCT grp) at user level: each unit and partition keeps its C smallest distinct declared
-    values (MIN(DISTINCT v, C), no list of all of them), the choice the sorted lists made."""
-    plan = plan_for("u", 3, C, -100.0, 100.0, sql)
+    """COUNT(DISTINCT grp) at user level: each unit keeps, in each partition it keeps, its C smallest
+    distinct declared values (MIN(v, C) over its distinct values, no list of all of them): the choice
+    the sorted lists made."""
+    plan = plan_for("u", 2, C, -100.0, 100.0, sql)
     keys = [f"k{i}" for i in range(len(plan.group_keys))]
-    got = noiseless(rows, plan).sql(exact_sql(plan, f"SELECT {', '.join(['__unit', *keys, 'v_m0'])} FROM __units")).fetchall()
+    pair = ", ".join(["__unit", *keys])
+    con = noiseless(rows, plan)
+
+    def named(row):
+        return tuple("NaN" if isinstance(x, float) and math.isnan(x) else x for x in row)
+    kept = None
+    if "__bounded" in plan.rewritten_sql:
+        kept = {named(row) for row in con.sql(exact_sql(plan, f"SELECT {pair} FROM __bounded")).fetchall()}
     values: dict = {}
     for unit, grp, v in rows:
-        key = (unit,) if not keys else (unit, "NaN" if v is not None and math.isnan(v) else v)
-        values.setdefault(key, set()).update({grp} if grp in KEYS else set())
-    kept = {tuple("NaN" if isinstance(x, float) and math.isnan(x) else x for x in row[:-1]): row[-1] or [] for row in got}
-    assert kept == {key: sorted(found)[:C] for key, found in values.items()}
+        key = named((unit,) if not keys else (unit, v))
+        if grp in KEYS and (kept is None or key in kept):
+            values.setdefault(key, set()).add(grp)
+    got = con.sql(exact_sql(plan, f"SELECT {pair}, v_m0 FROM __m0_values")).fetchall()
+    assert {named(row[:-1]): row[-1] for row in got} == {key: sorted(found)[:C] for key, found in values.items()}
 
 
 def test_count_distinct_per_unit_compares_strings_bytewise():
@@ -189,5 +198,5 @@ def test_count_distinct_per_unit_compares_strings_bytewise():
                                                            "columns": {"grp": {"keys": ["A", "a", "b"]}}}}}
     db = dpsql.connect(con, ledger=":memory:", policy=policy)
     plan = db.explain("SELECT COUNT(DISTINCT grp) FROM t", epsilon=1.0)
-    units = sorted(testing.duckdb_connection(db).sql(exact_sql(plan, "SELECT __unit, v_m0 FROM __units")).fetchall())
+    units = sorted(testing.duckdb_connection(db).sql(exact_sql(plan, "SELECT __unit, v_m0 FROM __m0_values")).fetchall())
     assert units == [(1, ["A", "a", "b"]), (2, ["A", "a"])]
