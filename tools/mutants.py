@@ -193,6 +193,25 @@ MUTANTS: list[Mutant] = [
       "case_when(exp.LTE(this=n.copy(), expression=num(C)), c.copy(), spread)",
       "case_when(exp.LTE(this=n.copy(), expression=num(C + 1)), c.copy(), spread)",
       "a unit with exactly C+1 values keeps all of them in the quantile tree"),
+    # --- work and memory per person bounded before the caps (issue 20): same answers, unbounded state.
+    # Killed by tests/test_heavy_target.py (a heavy person under a memory limit) -----------------------
+    M("distinct_list_uncapped", "dpsql/lower/distinct.py",
+      "alias(exp.Min(this=col(v, \"__d\"), count=num(plan.max_rows)), v)).from_(\n"
+      "        _subquery(found.distinct(), \"__d\"))",
+      "alias(exp.Anonymous(this=\"LIST_SLICE\", expressions=[exp.Anonymous(this=\"LIST_SORT\", expressions=["
+      "exp.Anonymous(this=\"LIST_DISTINCT\", expressions=[exp.Anonymous(this=\"LIST\", expressions=[col(v, \"__d\")])])]), "
+      "num(1), num(plan.max_rows)]), v)).from_(\n        _subquery(found, \"__d\"))",
+      "COUNT(DISTINCT col) builds a list of every value of a person before keeping C of them"),
+    M("quantile_leaf_list_uncapped", "dpsql/lower/quantile.py",
+      "alias(exp.Count(this=exp.Star()), \"c\"), source=\"__rows\"",
+      "alias(fn(\"LEN\", exp.Anonymous(this=\"LIST\", expressions=[leaf.copy()])), \"c\"), source=\"__rows\"",
+      "the quantile tree counts a person's values in a leaf by building a list of all of them"),
+    M("bounded_window_uncut", "dpsql/lower/bounding.py",
+      "return plan.partitions is None or plan.partitions > WINDOW_PARTITIONS", "return False",
+      "with private keys, the window choosing a person's L partitions numbers all of their partitions"),
+    M("undeclared_partitions_reach_the_window", "dpsql/lower/bounding.py",
+      "undeclared = None if domain is None else", "undeclared = None if True else",
+      "a person's undeclared partitions are numbered by the window beside the declared ones (ranked after them)"),
 ]
 
 
