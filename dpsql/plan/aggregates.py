@@ -5,32 +5,17 @@ gets a confidence interval, and its explain line. Lowering keeps the matching ta
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from sqlglot import exp
 from dpsql.policy import TablePolicy
 from dpsql.frontend.scope import QUANTILES, name_of, unqualified
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
+from dpsql.plan.quantities import Need
 from dpsql.plan.text import CONFIDENCE, fmt
 
 if TYPE_CHECKING:   # the model is built from these handlers' answers; it imports nothing back
     from dpsql.plan.model import Output, Plan
-
-
-@dataclass(frozen=True)
-class Need:
-    """A noisy quantity an output needs, before it gets a name and a share of epsilon."""
-    kind: Quantity
-    column: str | None                      # label: the argument's SQL
-    lower: float | None = None
-    upper: float | None = None
-    bounding: Bounding = Bounding.ROWS
-    row_lower: float | None = None
-    row_upper: float | None = None
-    argument: exp.Expression | None = None  # what is counted or summed, per row
-    offset: float | None = None             # sum (x - offset) ** moment instead of x
-    moment: int = 1
 
 
 def centre(o: Output) -> tuple[float, float]:

@@ -20,14 +20,14 @@ from sqlglot import exp
 from dpsql.errors import InvalidParameter, PrivacyViolation
 from dpsql.policy import TablePolicy
 from dpsql.frontend.options import aggregate_bounds
-from dpsql.plan.sensitivity import count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity, sum_sensitivity, unit_total_sensitivity
 from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism
 from dpsql.frontend.relation import conjuncts
 from dpsql.frontend.scope import AGGREGATES, Scope, argument_bounds, columns_in, group_keys, key_position, name_of, quantile_of
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
 from dpsql.plan.model import GroupKey, KeyColumn, Measurement, Output, Plan, Selection
 from dpsql.plan.allocation import check_budget_parameters, share
-from dpsql.plan.aggregates import Need, handler, needs, signature
+from dpsql.plan.aggregates import handler, needs, signature
+from dpsql.plan.quantities import QUANTITIES, Need
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
 
 
@@ -37,19 +37,7 @@ def slot_names(outputs: list) -> set[str]:
 
 def _calibration(need: Need, L: int, C: int, table: TablePolicy) -> tuple[float, int]:
     """(grid step, sensitivity in steps) of one noisy quantity: plan/sensitivity.py proves each bound."""
-    if need.kind == Quantity.SUM:
-        g = granularity(need.lower, need.upper)
-        bound = grid_bound(need.lower, need.upper, g)
-        return g, sum_sensitivity(L, C, bound) if need.bounding == Bounding.ROWS else unit_total_sensitivity(L, bound)
-    if need.kind in (Quantity.COUNT_UNITS, Quantity.UNITS):
-        return 1.0, count_sensitivity(L, 1)   # one unit counts once in each of <= L partitions
-    if need.kind == Quantity.DISTINCT:
-        return 1.0, distinct_sensitivity(L, C, len(table.columns[need.column].keys))
-    if need.kind == Quantity.QUANTILE:
-        return 1.0, quantile_tree_sensitivity(L, C)
-    if need.bounding == Bounding.UNIT_TOTAL:   # COUNT with per-group bounds
-        return 1.0, unit_total_sensitivity(L, grid_bound(need.lower, need.upper, 1.0))
-    return 1.0, count_sensitivity(L, C)
+    return QUANTITIES[need.kind].calibrate(need, L, C, table)
 
 
 def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: TablePolicy) -> Measurement:

@@ -20,31 +20,23 @@ import sqlglot
 from typing import TYPE_CHECKING
 
 from dpsql.plan.aggregates import handler
-from dpsql.plan.kinds import OutputKind, Quantity
-from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
+from dpsql.plan.kinds import OutputKind
+from dpsql.plan.quantities import QUANTITIES
 from dpsql.plan.text import CONFIDENCE, fmt
 
 if TYPE_CHECKING:   # the model renders itself with this module: it imports the model only for types
     from dpsql.plan.model import Measurement, Plan
 
 def measurement_lines(m: Measurement) -> list[str]:
-    g = m.granularity
-    lines = [f"  {m.name}  {m.label}"]
-    if m.kind == Quantity.SUM:
-        lines.append(f"      clamp to [{fmt(m.lower)}, {fmt(m.upper)}], exact sum on a grid of step {fmt(g)}")
-    if m.kind == Quantity.QUANTILE:
-        width = (m.upper - m.lower) / TREE_LEAVES
-        lines.append(f"      clamp to [{fmt(m.lower)}, {fmt(m.upper)}]; tree of branching {TREE_BRANCHING}, depth "
-                     f"{TREE_DEPTH} ({TREE_LEAVES} leaves of width {fmt(width)}); noisy counts of the children "
-                     "of visited nodes only")
+    g, spec = m.granularity, QUANTITIES[m.kind]
+    lines = [f"  {m.name}  {m.label}", *spec.details(m)]
     lines += [
         f"      sensitivity {fmt(m.sensitivity * g)}  ({m.sensitivity} grid steps)" if g != 1
         else f"      sensitivity {m.sensitivity}",
         f"      mechanism {m.mechanism}" + (" on the grid" if g != 1 else " (integer)"),
         f"      epsilon {m.epsilon:.6g}, noise scale {fmt(m.scale * g)}"
         + (f" (std dev {fmt(math.sqrt(2) * m.scale * g)})" if m.scale else ""),
-        f"      {int(CONFIDENCE * 100)}% of {'node counts' if m.kind == Quantity.QUANTILE else 'answers'} within "
-        f"+-{fmt(m.error)} of the bounded exact value",
+        f"      {int(CONFIDENCE * 100)}% of {spec.noised} within +-{fmt(m.error)} of the bounded exact value",
     ]
     return lines
 
