@@ -19,7 +19,7 @@ import sqlglot
 
 from typing import TYPE_CHECKING
 
-from dpsql.plan.aggregates import handler
+from dpsql.plan.aggregates import AGGREGATES
 from dpsql.plan.kinds import OutputKind
 from dpsql.plan.quantities import QUANTITIES
 from dpsql.plan.text import CONFIDENCE, fmt
@@ -44,11 +44,12 @@ def measurement_lines(m: Measurement) -> list[str]:
 def output_line(plan: Plan, index: int) -> str:
     o = plan.outputs[index]
     hidden = "  (for HAVING/ORDER BY, not shown)" if o.hidden else ""
+    # An output is a group key, an expression over other outputs, or an aggregate (its spec says).
     if o.kind == OutputKind.KEY:
         return f"  {o.name} = group key {plan.group_keys[o.key_index].label}{hidden}"
     if o.kind == OutputKind.EXPR:
         return f"  {o.name} = {o.expression.sql(dialect='duckdb')}{hidden}"
-    return f"  {o.name} = {handler(o.kind).explain(plan, o, hidden)}"
+    return f"  {o.name} = {AGGREGATES[o.kind].explain(plan.measurement, o, hidden)}"
 
 
 def explain_text(plan: Plan) -> str:
