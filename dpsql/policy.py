@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import yaml
 
 from dpsql.errors import PolicyError
-from dpsql.frontend.literals import parse_date, parse_timestamp
+from dpsql.sql.literals import parse_date, parse_timestamp
 from dpsql.plan.sensitivity import MAX_BOUND
 from dpsql.policy_graph import Declared, Link, invalid as _fail, parse_link, resolve_links
 from dpsql.policy_source import Source, parse_source, rebase_sources

@@ -1,4 +1,4 @@
-"""Totality by construction (dpsql/frontend/totality.py): what runs bare cannot fail on any row, what can
+"""Totality by construction (dpsql/sql/totality.py): what runs bare cannot fail on any row, what can
 fail runs under TRY() and TRY() catches it, strings cannot grow without bound, and literals never
 drag a column into a DECIMAL that overflows."""
 import itertools
@@ -9,7 +9,7 @@ import sqlglot
 
 import dpsql
 from dpsql.frontend.dialect import Dpsql
-from dpsql.frontend.totality import fold, is_total, narrow_dates, string_length, string_too_long
+from dpsql.sql.totality import fold, is_total, narrow_dates, string_length, string_too_long
 
 TYPES = {
     "ti": "TINYINT", "si": "SMALLINT", "i": "INTEGER", "bi": "BIGINT", "hi": "HUGEINT", "uti": "UTINYINT",

@@ -43,8 +43,8 @@ from sqlglot import exp
 
 import dataclasses
 
-from dpsql.frontend.literals import temporal_literal, temporal_type
-from dpsql.frontend.totality import BOOLEAN, INTEGER_TYPES, NUMBER, base_type, type_family
+from dpsql.sql.literals import temporal_literal
+from dpsql.sql.types import BOOLEAN, INTEGER_TYPES, NUMBER, base_type, temporal_type, type_family
 from dpsql.plan.sensitivity import MAX_BOUND
 from dpsql.policy import ColumnPolicy, TablePolicy
 

@@ -19,10 +19,12 @@ from dpsql.errors import PrivacyViolation, UnsupportedConstruct
 from dpsql.frontend.flatten import inline_ctes
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
-from dpsql.frontend.parse import span
-from dpsql.frontend.totality import NUMBER, family, is_total, type_family
+from dpsql.sql.positions import span
+from dpsql.sql.totality import family, is_total
+from dpsql.sql.types import NUMBER, type_family
 from dpsql.frontend.validate import validate
-from dpsql.lower.guard import guarded, narrow_dates, quoted
+from dpsql.sql.guard import guarded, quoted
+from dpsql.sql.totality import narrow_dates
 from dpsql.policy import ColumnPolicy, Policy, TablePolicy
 
 PER_PERSON = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)

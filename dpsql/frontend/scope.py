@@ -11,7 +11,7 @@ from dpsql.errors import UnsupportedConstruct
 from dpsql.frontend.derived import DerivedKeys, TooManyKeys, derive, literal_branches
 from dpsql.frontend.intervals import interval
 from dpsql.frontend.options import QueryOptions, number
-from dpsql.frontend.parse import span
+from dpsql.sql.positions import span
 from dpsql.policy import ColumnPolicy, Policy, TablePolicy
 from dpsql.plan.sensitivity import MAX_BOUND
 

@@ -6,11 +6,12 @@ from sqlglot import exp
 from dpsql.lower import quantile
 from dpsql.plan.model import Measurement, Plan
 from dpsql.plan.sensitivity import grid_bound
-from dpsql.frontend.totality import type_bounds
-from dpsql.lower.sql import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, saturate, select
+from dpsql.sql.types import type_bounds
+from dpsql.sql.build import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, saturate, select
 from dpsql.lower.names import key_names, raw_column, value_column
 from dpsql.lower.keys import declared, in_domain, join_key_tables, key_filter
-from dpsql.lower.guard import decimal_total, quoted, safe, user_where
+from dpsql.lower.guard import decimal_total, safe, user_where
+from dpsql.sql.guard import quoted
 from dpsql.lower.noise import scalar_measurements
 from dpsql.plan.kinds import Bounding, Quantity
 

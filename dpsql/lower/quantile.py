@@ -31,7 +31,7 @@ from dpsql.plan.model import Measurement, Plan
 from dpsql.plan.kinds import OutputKind, Quantity
 from dpsql.lower.noise import noise_call
 from dpsql.lower.names import key_names, value_column
-from dpsql.lower.sql import alias, cast, clamp, col, fn, num
+from dpsql.sql.build import alias, cast, clamp, col, fn, num
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
 
 # Google's QuantileTree drops children whose noisy count is below this fraction of their total:
