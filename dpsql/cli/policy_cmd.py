@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import duckdb
 
-from dpsql import smartnoise
+from dpsql.policy import smartnoise
 from dpsql.errors import PolicyError
 
 

@@ -22,7 +22,8 @@ from dpsql.engines.turns import Turns
 from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct
 from dpsql.limits import NO_DEADLINE, Deadline
 from dpsql.policy import ColumnPolicy, Policy, TablePolicy
-from dpsql.policy_source import Source, format_of
+from dpsql.policy import Source
+from dpsql.policy.sources import format_of
 
 # DuckDB settings of the connection that runs analysts' queries. top_n_window_elimination makes the
 # per-unit `ROW_NUMBER() <= L` filter 1.6-3x slower and 2x hungrier (measured at 10M rows).

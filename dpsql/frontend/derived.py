@@ -45,7 +45,7 @@ import dataclasses
 
 from dpsql.sql.literals import temporal_literal
 from dpsql.sql.types import BOOLEAN, INTEGER_TYPES, NUMBER, base_type, temporal_type, type_family
-from dpsql.plan.sensitivity import MAX_BOUND
+from dpsql.policy.bounds import MAX_BOUND
 from dpsql.policy import ColumnPolicy, TablePolicy
 
 MAX_DERIVED_KEYS = 10_000   # groups one derived GROUP BY column may release

@@ -13,7 +13,7 @@ from dpsql.frontend.intervals import interval
 from dpsql.frontend.options import QueryOptions, number
 from dpsql.sql.positions import span
 from dpsql.policy import ColumnPolicy, Policy, TablePolicy
-from dpsql.plan.sensitivity import MAX_BOUND
+from dpsql.policy.bounds import MAX_BOUND
 
 
 QUANTILES = (exp.Median, exp.PercentileCont)   # MEDIAN(x); QUANTILE_CONT(x, q) = PERCENTILE_CONT(x, q)
