@@ -296,7 +296,7 @@ def _plan_signature(plan) -> tuple:
 def _release_key(sql: str, plan) -> tuple | None:
     """What the ledger treats as "the same query" (its own normalisation), with the plan's cost."""
     try:
-        from dpsql.accounting.replay import normalise_sql
+        from dpsql.api.replay import normalise_sql
         return normalise_sql(sql), repr(getattr(plan, "epsilon", None)), repr(getattr(plan, "delta", None))
     except Exception:  # noqa: BLE001 -- the ledger changed shape: skip the replay check
         return None

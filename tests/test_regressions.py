@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dpsql
-from dpsql.accounting import replay
+from dpsql.api import replay
 from dpsql.accounting.budget import Cost
 from dpsql.errors import InternalError
 from dpsql.plan.model import Measurement

@@ -145,7 +145,7 @@ MUTANTS: list[Mutant] = [
       "spent = self._compose((r[4], r[5], r[8]) for r in rows)",
       "spent = self._compose((r[4], r[5], r[8]) for r in rows if r[6] != 'failed')",
       "db.budget reports failed charges as not spent"),
-    M("replay_key_without_epsilon", "dpsql/accounting/replay.py",
+    M("replay_key_without_epsilon", "dpsql/api/replay.py",
       "list(names), str(cost.epsilon), str(cost.delta)]", "list(names), str(cost.delta)]",
       "the replay key leaves out the cost's epsilon"),
     M("ledger_identity_without_budget", "dpsql/accounting/identity.py",

@@ -21,7 +21,6 @@ from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
 from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
-from dpsql.accounting import replay
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
@@ -36,9 +35,11 @@ from dpsql.frontend import size
 from dpsql.limits import Deadline, WorkLimits, check_seconds
 from dpsql.policy import Policy, load_policy
 from dpsql.lower.rewrite import rewrite
+from dpsql.engines import versions
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.frontend.validate import validate
-from dpsql.accounting.replay import plan_signature
+from dpsql.api import replay
+from dpsql.api.replay import plan_signature
 from dpsql.api.result import Result
 from dpsql.api.plan_cache import Entry, PlanCache, key as plan_key
 
@@ -62,7 +63,7 @@ class PrivateConnection:
         self.policy = policy
         self.limits = limits or WorkLimits()   # what one request may ask (dpsql/limits.py)
         self._ledger = ledger
-        self._data_version = data_version or replay.connection_data_version()
+        self._data_version = data_version or versions.connection_data_version()
         self._source = randomness.as_random_source(rng)
         self._noise = noise.NoiseBuffer()
         self._lock = threading.Lock()
@@ -348,7 +349,7 @@ def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger
         rng: trusted callers only (tests): a seeded ``numpy.random.Generator``; default the OS CSPRNG.
         data_version: names the data behind a connection object or DataFrames, so identical queries are
             replayed across connections to the same data; default a per-connection token. Files (a
-            database, sources) are named by their identities (accounting/replay.py).
+            database, sources) are named by their identities (engines/versions.py).
         limits: what one request may ask (``dpsql.limits.WorkLimits``: SQL size, outputs, tables, rows of
             an answer, a default deadline); see README, "Limits".
     Raises:
@@ -374,11 +375,11 @@ def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger
     engine = DuckDBEngine.open(con_or_path, pol)
     try:
         read = engine.read_sources(pol)   # before the lock-down: dpsql reads the files itself
-        stable = None if engine.opaque else replay.file_data_version(engine.path, read)   # after the read-only open
+        stable = None if engine.opaque else versions.file_data_version(engine.path, read)   # after the read-only open
         bound = engine.bind_policy(pol, f"__dpsql_keys_{secrets.token_hex(6)}", stable)
         engine.lock_down()
         if data_version is not None or stable is None:
-            stable = replay.connection_data_version(data_version, read)
+            stable = versions.connection_data_version(data_version, read)
         engine.check_unchanged()   # the files are those the version names
         # The ledger binds to the policy as written, not as bound to the schema.
         book = ledgers.Ledger(ledgers.default_ledger_path(home) if ledger is None else ledger, pol)

@@ -14,11 +14,11 @@ from typing import Any, Callable, Hashable, Iterator, Mapping
 import duckdb
 import pyarrow as pa
 
-from dpsql.accounting.replay import file_data_version
 from dpsql.engines import duckdb_sources as sources
 from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables, repeats_as_compared, \
     table_schema
 from dpsql.engines.turns import Turns
+from dpsql.engines.versions import file_data_version
 from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct
 from dpsql.limits import NO_DEADLINE, Deadline
 from dpsql.policy import ColumnPolicy, Policy, TablePolicy
