@@ -23,7 +23,7 @@ import dpsql
 from dpsql.api import replay
 from dpsql.accounting.budget import Cost
 from dpsql.errors import InternalError
-from dpsql.plan.model import Measurement
+from dpsql.plan.parts import Measurement
 from dpsql.testing import run
 
 from conftest import POLICY, make_database, refusal

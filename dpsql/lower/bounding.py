@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 from dpsql.lower import quantile
-from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
 from dpsql.plan.sensitivity import grid_bound
 from dpsql.sql.types import type_bounds
 from dpsql.sql.build import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, saturate, select

@@ -5,7 +5,8 @@ from __future__ import annotations
 from sqlglot import exp
 from dpsql.mechanisms.base import mechanism
 from dpsql.lower import quantile
-from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
 from dpsql.sql.build import alias, case_when, cast, col, fn, num, table
 from dpsql.lower.names import key_names
 from dpsql.sql.guard import guarded

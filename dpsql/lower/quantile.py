@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
 from dpsql.plan.kinds import OutputKind, Quantity
 from dpsql.lower.noise import noise_call
 from dpsql.lower.names import key_names, value_column
