@@ -201,7 +201,7 @@ class PrivateConnection:
     def _private(self, sql: str, planned: Entry, fresh: bool, analyst: str | None, clock: Deadline) -> Result:
         """A DP query: bound, charged, run (inside the caller's turn of the engine)."""
         plan = planned.plan
-        relation = self._engine.bind(plan.rewritten_sql)
+        bound = self._engine.bind(plan.rewritten_sql)
         cost = self._ledger.cost(plan)
         if planned.normalised is None:
             text, names = replay.normalise_sql(sql)
@@ -220,7 +220,7 @@ class PrivateConnection:
         try:
             with self._lock:
                 self._noise.clear()   # no draw outlives its query
-            table = self._engine.run(relation, clock)
+            table = self._engine.run(bound, clock)
         except DeadlineExceeded as stopped:
             # Whether a query ends before its deadline depends on its running time, which the analyst
             # sees anyway: the stop is a function of that time and tells nothing it does not. Spent.
@@ -242,11 +242,11 @@ class PrivateConnection:
         Recorded in the history at epsilon 0, without its answer (nothing to replay: running it again
         gives the same rows). Public data: an engine error's message is safe to show, and so are its
         stops (the deadline, more rows than ``limits.max_rows``)."""
-        relation = self._engine.bind(plan.rewritten_sql)
+        bound = self._engine.bind(plan.rewritten_sql)
         ticket = self._ledger.reserve(ZERO, sql=replay.normalise_sql(plan.sql)[0], plan=plan.summary,
                                       data_version=self._data_version, analyst=analyst)
         try:
-            table = self._engine.run(relation, clock, max_rows=self.limits.max_rows)
+            table = self._engine.run(bound, clock, max_rows=self.limits.max_rows)
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError) as e:
             self._ledger.fail(ticket)
             first = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -208,7 +208,7 @@ _TIMESTAMPS = {"s": "TIMESTAMP_S", "ms": "TIMESTAMP_MS", "us": "TIMESTAMP", "ns"
 
 
 def duckdb_type(t: pa.DataType) -> str:
-    """The name DuckDB gives an Arrow type (as ``relation.types`` would), without opening DuckDB:
+    """The name DuckDB gives an Arrow type (as a DuckDBPyRelation's ``types`` would), without opening DuckDB:
     a connection costs ~150 ms, too much for printing a result."""
     if str(t) in _SIMPLE:
         return _SIMPLE[str(t)]

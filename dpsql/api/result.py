@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class Result:
     """A released answer, materialised once: reading it twice gives the same numbers.
 
-    A lazy relation would re-run the query and redraw noise for free (an averaging attack), so
+    A lazy result (a DuckDBPyRelation) would re-run the query and redraw noise for free (an averaging attack), so
     the rows are fetched exactly once, when the budget is charged. The verbs are DuckDB's
     (``fetchall``, ``fetchone``, ``df``, ``pl``, ``arrow``, ``show``, ``write_parquet``, ...); each
     reads the same rows. ``print(res)`` shows a table; Jupyter shows it as HTML.
@@ -72,7 +72,7 @@ class Result:
 
     def fetchall(self) -> list[tuple]:
         """Every row not yet read by fetchone/fetchmany (all of them if neither was called); then the
-        cursor starts over, as a DuckDB relation's does, so a second fetchall gives every row again."""
+        cursor starts over, as a DuckDBPyRelation's does, so a second fetchall gives every row again."""
         rows = self._rows(self._cursor)
         self._cursor = 0
         return rows
@@ -134,11 +134,11 @@ class Result:
 
     def write_csv(self, file_name: str, **options: Any) -> None:
         """Write the rows as CSV (DuckDB's writer and options: ``sep``, ``header``, ``na_rep``, ...)."""
-        self._relation().write_csv(str(file_name), **options)
+        self._in_duckdb().write_csv(str(file_name), **options)
 
     def write_parquet(self, file_name: str, **options: Any) -> None:
         """Write the rows as Parquet (DuckDB's writer and options: ``compression``, ...)."""
-        self._relation().write_parquet(str(file_name), **options)
+        self._in_duckdb().write_parquet(str(file_name), **options)
 
     def show(self, max_rows: int | None = 40) -> None:
         """Print the table (the first and last rows past ``max_rows``; None prints every row)."""
@@ -155,8 +155,8 @@ class Result:
     def _shown(self) -> display.Released:
         return display.Released(self._table, self.plan, self.replayed, self.warnings)
 
-    def _relation(self) -> duckdb.DuckDBPyRelation:
-        """The released rows as a DuckDB relation of their own, on a private in-memory connection:
+    def _in_duckdb(self) -> duckdb.DuckDBPyRelation:
+        """The released rows in DuckDB, a DuckDBPyRelation of their own, on a private in-memory connection:
         it reads nothing but these rows (never the database), so writing files from it is safe."""
         con = duckdb.connect()
         return con.from_arrow(self._table)

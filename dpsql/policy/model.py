@@ -102,11 +102,11 @@ class TablePolicy:
     public: bool = False
     path: tuple[Link, ...] = ()       # the links to the root, this table's own first; () unless linked
     root_unit: str | None = None      # a linked table: its root's privacy unit column
-    source: Any = None                # a joined relation (frontend/joins.py): the sqlglot SELECT it reads
-    about: str | None = None          # a relation: how its rows were made and whose they are (explain)
+    source: Any = None                # a derived table (a relation or a per-person table): the SELECT of its rows
+    about: str | None = None          # a derived table: how its rows were made and whose they are (explain)
     data_source: Source | None = None  # `source:` the files dpsql reads into this table (policy/sources.py)
-    one_row_per_unit: bool = False    # a relation grouped by its unit (frontend/per_person.py)
-    lookups: tuple = ()               # a relation: its public tables' lookups, checked unique (frontend/lookups.py)
+    one_row_per_unit: bool = False    # a per-person table: one row per unit (frontend/per_person.py)
+    lookups: tuple = ()               # a derived table: its public tables' lookups, checked unique (frontend/lookups.py)
 
     @property
     def row_level(self) -> bool:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.sql.build import cast, col
-from dpsql.sql.totality import BOOLEAN, family, fold, is_total
+from dpsql.sql.totality import BOOLEAN, family, is_total, literals_as_doubles
 
 
 def quoted(node: exp.Expression) -> exp.Expression:
     """A validated user expression with its columns unqualified and quoted (one table: unambiguous),
     every operand that is itself an operation parenthesised (sqlglot would print ``a > 1 = b``,
-    which DuckDB does not parse), and non-integer literals as DOUBLE (``totality.fold``)."""
+    which DuckDB does not parse), and non-integer literals as DOUBLE (``literals_as_doubles``)."""
     def fix(n):
         if isinstance(n, exp.Column):
             return col(n.name.lower())
@@ -27,7 +27,7 @@ def quoted(node: exp.Expression) -> exp.Expression:
                 if isinstance(child, (exp.Binary, exp.Predicate, exp.Not)) and not isinstance(child, exp.Paren):
                     n.set(key, exp.Paren(this=child))
         return n
-    return fold(node.transform(fix))   # transform copies
+    return literals_as_doubles(node.transform(fix))   # transform copies
 
 
 def guarded(condition: exp.Expression, types) -> exp.Expression:

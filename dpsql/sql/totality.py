@@ -13,8 +13,9 @@ user expression is typed at plan time:
 * ``narrow_dates``: the literals a DATE or TIMESTAMP column is compared with, written in the column's
   type (``d > '2020-06-01'`` and ``d <= TIMESTAMP '1998-09-02 00:00:00'`` compare DATEs), as DuckDB
   itself converts them, so the comparison is total and DuckDB can push it into the scan.
-* ``fold``: non-integer number literals become DOUBLE literals (``0.5`` -> ``0.5e0``). DuckDB types
-  ``0.5`` as DECIMAL and then casts the other operand to a DECIMAL that a large value overflows.
+* ``literals_as_doubles``: non-integer number literals become DOUBLE literals (``0.5`` -> ``0.5e0``).
+  DuckDB types ``0.5`` as DECIMAL and then casts the other operand to a DECIMAL that a large value
+  overflows. (Not folding: constant folding is frontend/fold.py's, before validation.)
 * ``string_length``: a bound ``a * S + b`` on the length of a string expression, S the longest
   string a row holds; a query whose strings could grow more than ``MAX_STRING_GROWTH`` times (nested
   REPLACE) is refused.
@@ -133,7 +134,7 @@ def _safe_operand(node: exp.Expression, types: Types) -> str | None:
     if isinstance(node, exp.Neg):
         return NUMBER if is_integer_literal(node.this) and int(node.this.this) <= MAX_TOTAL_INTEGER + 1 else None
     if is_number_literal(node):
-        # An integer literal compares with any safe column; a non-integer one is folded to DOUBLE.
+        # An integer literal compares with any safe column; a non-integer one is written as a DOUBLE.
         text = node.this
         return NUMBER if not text.isdigit() or int(text) <= MAX_TOTAL_INTEGER else None
     if isinstance(node, exp.Literal):
@@ -212,7 +213,7 @@ def _calendar_part(node: exp.Expression, types: Types) -> bool:
     return isinstance(column, exp.Column) and temporal_type(types(column.name.lower())) is not None
 
 
-def fold(node: exp.Expression) -> exp.Expression:
+def literals_as_doubles(node: exp.Expression) -> exp.Expression:
     """Non-integer number literals compared with something, as DOUBLE (``0.5e0``): never a DECIMAL
     the other operand is cast to (in place). Elsewhere (``age + 0.5``, under TRY()) a literal keeps
     DuckDB's DECIMAL semantics (``CAST(2.5 AS INT)`` is 3; as a DOUBLE it would be 2)."""
