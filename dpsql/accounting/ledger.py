@@ -45,7 +45,7 @@ from dpsql.accounting.budget import BASIC, COMPOSITIONS, Budget, Charge, Cost, c
 from dpsql.accounting.identity import policy_document
 from dpsql.accounting.store import MEMORY, LedgerError, Store, default_ledger_path, encode_answer, now
 from dpsql.errors import AuthError, InternalError
-from dpsql.policy import Policy
+from dpsql.policy.model import Policy
 
 
 RECORDED_CHARS = 4096   # of a charge's SQL text and plan summary (a TPC-H query is 1-2 KB)

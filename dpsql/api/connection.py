@@ -33,7 +33,8 @@ from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
 from dpsql.frontend import size
 from dpsql.limits import Deadline, WorkLimits, check_seconds
-from dpsql.policy import Policy, load_policy
+from dpsql.policy.loading import load_policy
+from dpsql.policy.model import Policy
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines import versions
 from dpsql.engines.duckdb import DuckDBEngine

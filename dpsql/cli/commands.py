@@ -37,7 +37,7 @@ from dpsql.cli.reporting import EXIT_FAILED, reporting_errors
 from dpsql.api.advice import plan_warnings
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
-from dpsql.policy import load_policy
+from dpsql.policy.loading import load_policy
 
 class _Command(click.Command):
     """A click command whose usage errors exit 1, not click's 2 (2 means "refused by dpsql")."""

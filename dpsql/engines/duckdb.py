@@ -21,8 +21,8 @@ from dpsql.engines.turns import Turns
 from dpsql.engines.versions import file_data_version
 from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct
 from dpsql.limits import NO_DEADLINE, Deadline
-from dpsql.policy import ColumnPolicy, Policy, TablePolicy
-from dpsql.policy import Source
+from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
+from dpsql.policy.model import Source
 from dpsql.policy.sources import format_of
 
 # DuckDB settings of the connection that runs analysts' queries. top_n_window_elimination makes the

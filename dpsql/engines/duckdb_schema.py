@@ -21,7 +21,7 @@ from dpsql.errors import PolicyError
 from dpsql.sql.compare import BARE, Form, key_form, pairing
 from dpsql.sql.literals import key_text
 from dpsql.sql.types import is_numeric, temporal_type
-from dpsql.policy import ColumnPolicy, Link, Policy, TablePolicy
+from dpsql.policy.model import ColumnPolicy, Link, Policy, TablePolicy
 
 KEY_LITERALS_MAX = 256   # longer key sets live in TEMP tables (key_tables); measured crossover ~200-1000
 

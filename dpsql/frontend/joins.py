@@ -31,7 +31,7 @@ from dpsql.sql.compare import compare
 from dpsql.frontend.lookups import lookups
 from dpsql.sql.positions import span
 from dpsql.sql.build import col
-from dpsql.policy import Policy, TablePolicy
+from dpsql.policy.model import Policy, TablePolicy
 from dpsql.frontend import semijoins
 from dpsql.frontend.relation import Instance, build, conjuncts, resolve as _resolve
 from dpsql.frontend.suggest import unknown_table

@@ -25,7 +25,7 @@ from dpsql.sql.types import NUMBER, type_family
 from dpsql.frontend.validate import validate
 from dpsql.sql.guard import guarded, quoted
 from dpsql.sql.totality import narrow_dates
-from dpsql.policy import ColumnPolicy, Policy, TablePolicy
+from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 
 PER_PERSON = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 

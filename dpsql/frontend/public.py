@@ -37,7 +37,7 @@ from dpsql.frontend.rules.structure import SCALAR_NODES, cast_allowed
 from dpsql.frontend.scope import AGGREGATES, name_of
 from dpsql.sql.totality import COMPARISONS
 from dpsql.frontend.suggest import unknown_table
-from dpsql.policy import Policy
+from dpsql.policy.model import Policy
 
 RULE = "public_tables_only"
 CTE_PREFIX = "__dpsql_cte_"

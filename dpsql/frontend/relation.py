@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from dpsql.sql.compare import compare
 from dpsql.sql.build import col, ident, join as join_node  # nodes, not the builders' parsed strings
-from dpsql.policy import ColumnPolicy, Policy, TablePolicy
+from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 
 UNIT = "__unit"
 

@@ -12,7 +12,7 @@ from dpsql.frontend.derived import DerivedKeys, TooManyKeys, derive, literal_bra
 from dpsql.frontend.intervals import interval
 from dpsql.frontend.options import QueryOptions, number
 from dpsql.sql.positions import span
-from dpsql.policy import ColumnPolicy, Policy, TablePolicy
+from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 from dpsql.policy.bounds import MAX_BOUND
 
 

@@ -28,7 +28,7 @@ from dpsql.frontend.relation import Instance, conjuncts, resolve
 from dpsql.frontend.validate import validate
 from dpsql.sql.guard import guarded, quoted
 from dpsql.sql.totality import narrow_dates
-from dpsql.policy import Policy, TablePolicy
+from dpsql.policy.model import Policy, TablePolicy
 
 COMPARE = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 

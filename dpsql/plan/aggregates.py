@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar
 
 from sqlglot import exp
-from dpsql.policy import TablePolicy
+from dpsql.policy.model import TablePolicy
 from dpsql.frontend.scope import QUANTILES, name_of, unqualified
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
 from dpsql.plan.parts import Measurement, Output

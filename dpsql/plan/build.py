@@ -18,7 +18,7 @@ import math
 from sqlglot import exp
 
 from dpsql.errors import InvalidParameter, PrivacyViolation
-from dpsql.policy import TablePolicy
+from dpsql.policy.model import TablePolicy
 from dpsql.frontend.options import aggregate_bounds
 from dpsql.plan.sensitivity import count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity, sum_sensitivity, unit_total_sensitivity
 from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism

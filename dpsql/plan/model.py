@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from dpsql.plan.explain import key_description, measurement_lines, output_line
 from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
-from dpsql.policy import TablePolicy
+from dpsql.policy.model import TablePolicy
 
 
 @dataclass(frozen=True)

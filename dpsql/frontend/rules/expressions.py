@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 from dpsql.sql.totality import COMPARISONS
-from dpsql.policy import ColumnPolicy
+from dpsql.policy.model import ColumnPolicy
 from dpsql.sql.types import is_numeric, is_string
 from dpsql.sql.totality import string_too_long
 from dpsql.frontend.scope import Scope, name_of
