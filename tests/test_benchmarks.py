@@ -51,3 +51,9 @@ def test_the_planning_benchmark_plans_past_the_limits():
     planning = load("planning")
     assert planning.one("sum", 300, repeats=1) > 0   # 300 outputs: past the default limit of 256
     assert planning.one("group by", 20, repeats=1) > 0
+
+
+def test_the_per_person_lists_benchmark_runs_at_5k_rows():
+    results = load("per_person_lists").run(rows=5_000, repeats=1)
+    assert [r["query"] for r in results] == list(load("per_person_lists").QUERIES)
+    assert all(r["new"]["wall_s"] > 0 for r in results)

@@ -9,7 +9,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -19,7 +19,7 @@ from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
 from dpsql.lower.quantile import ALPHA
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH
-from conftest import refusal
+from conftest import examples, refusal
 from test_sensitivity import KEYS, ROW, VALUES, bounds, exact_sql, noiseless, plan_for
 from test_statistics import chi_squared_p
 
@@ -82,6 +82,49 @@ def test_the_bound_is_tight_and_a_unit_keeps_C_evenly_spaced_values():
     leaves = sorted(node for (d, key, node), n in counts.items() if d == TREE_DEPTH for _ in range(n))
     assert leaves == [int(v * 65536 / 16) for v in (1, 5, 8)]
     assert moved(plan, [], unit) == TREE_DEPTH * 3 == plan.measurements[0].sensitivity
+
+
+# Few units, many rows each, values that repeat (several rows in one leaf), NULL, NaN and infinities.
+LEAF_VALUES = st.one_of(st.none(), st.sampled_from([0.0, 1.5, 7.0, 16.0, math.nan, math.inf, -math.inf, 3.2]),
+                        st.floats(-5, 20))
+LEAF_ROWS = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(KEYS + ["zz", None]), LEAF_VALUES), max_size=80)
+
+
+def kept_leaves(leaves: list, C: int) -> list:
+    """The leaves a unit keeps in one partition, by the definition: all of them when n <= C, else its
+    sorted leaves at the ranks 1 + floor((2i + 1) n / 2C), i < C."""
+    ordered = sorted(min(leaf, TREE_BRANCHING ** TREE_DEPTH - 1) for leaf in leaves if leaf is not None)
+    n = len(ordered)
+    return ordered if n <= C else [ordered[(2 * i + 1) * n // (2 * C)] for i in range(C)]
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=LEAF_ROWS, L=st.integers(1, 3), C=st.integers(1, 5),
+       sql=st.sampled_from(["SELECT grp, MEDIAN(v) FROM t GROUP BY grp", "SELECT MEDIAN(v), COUNT(*) FROM t"]))
+@example(rows=[(0, "a", float(v)) for v in range(10)] * 3 + [(0, "a", None)], L=1, C=3,
+         sql="SELECT grp, MEDIAN(v) FROM t GROUP BY grp")
+def test_leaf_counts_are_the_evenly_spaced_ranks_of_each_unit(rows, L, C, sql):
+    """The tree's leaf counts (counted per unit, partition and leaf, C kept in closed form) are those
+    of each kept unit and partition's sorted leaves at the evenly spaced ranks, as when a unit's
+    leaves were a sorted list: the same answers, without a list."""
+    plan = plan_for("u", L, C, 0.0, 16.0, sql)
+    con = noiseless(rows, plan)
+    keys = [f"k{i}" for i in range(len(plan.group_keys))]
+    pair = ", ".join(["__unit", *keys])
+    cells = con.sql(exact_sql(plan, f"SELECT {pair}, v_m0 FROM __rows")).fetchall()
+    kept = None
+    if "__bounded" in plan.rewritten_sql:
+        kept = set(con.sql(exact_sql(plan, f"SELECT {pair} FROM __bounded")).fetchall())
+    by_pair: dict = {}
+    for *unit_and_keys, leaf in cells:
+        if kept is None or tuple(unit_and_keys) in kept:
+            by_pair.setdefault(tuple(unit_and_keys), []).append(leaf)
+    expected: dict = {}
+    for (_unit, *key), leaves in by_pair.items():
+        for leaf in kept_leaves(leaves, C):
+            expected[(*key, leaf)] = expected.get((*key, leaf), 0) + 1
+    got = con.sql(exact_sql(plan, f"SELECT {', '.join([*keys, 'leaf', 'n'])} FROM __m0_leaf")).fetchall()
+    assert {tuple(row[:-1]): row[-1] for row in got} == expected
 
 
 def connection(values_by_group: dict, lower=0.0, upper=100.0, seed=11, unit="row"):

@@ -10,6 +10,7 @@ import sqlglot
 from sqlglot import exp
 
 import dpsql
+from dpsql import testing
 from conftest import examples
 
 KEYS = ["a", "b", "c"]
@@ -183,3 +184,47 @@ def test_count_distinct_counts_declared_keys_only(keys, C, L, rows, extra, sql):
     assert distinct.sensitivity == plan.max_groups * min(C, len(keys))
     neighbour = rows + [(99, grp, float(i % 3)) for i, grp in enumerate(extra)]
     check(plan, measure(rows, plan), measure(neighbour, plan))
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(KEYS + ["zz", None]), VALUES), max_size=60),
+       C=st.integers(1, 4), sql=st.sampled_from(["SELECT COUNT(DISTINCT grp) FROM t",
+                                                  "SELECT v, COUNT(DISTINCT grp) FROM t GROUP BY v"]))
+def test_count_distinct_keeps_a_units_C_smallest_declared_values(rows, C, sql):
+    """COUNT(DISTINCT grp) at user level: each unit keeps, in each partition it keeps, its C smallest
+    distinct declared values (MIN(v, C) over its distinct values, no list of all of them): the choice
+    the sorted lists made."""
+    plan = plan_for("u", 2, C, -100.0, 100.0, sql)
+    keys = [f"k{i}" for i in range(len(plan.group_keys))]
+    pair = ", ".join(["__unit", *keys])
+    con = noiseless(rows, plan)
+
+    def named(row):
+        return tuple("NaN" if isinstance(x, float) and math.isnan(x) else x for x in row)
+    kept = None
+    if "__bounded" in plan.rewritten_sql:
+        kept = {named(row) for row in con.sql(exact_sql(plan, f"SELECT {pair} FROM __bounded")).fetchall()}
+    values: dict = {}
+    for unit, grp, v in rows:
+        key = named((unit,) if not keys else (unit, v))
+        if grp in KEYS and (kept is None or key in kept):
+            values.setdefault(key, set()).add(grp)
+    got = con.sql(exact_sql(plan, f"SELECT {pair}, v_m0 FROM __m0_values")).fetchall()
+    assert {named(row[:-1]): row[-1] for row in got} == {key: sorted(found)[:C] for key, found in values.items()}
+
+
+def test_count_distinct_per_unit_compares_in_the_columns_collation():
+    """Under a NOCASE column 'A' is the declared key 'a' (the key test matches under the collation), so
+    a unit's 'a' and 'A' are one value: the unit contributes at most min(C, keys) and the group counts
+    at most |keys|, whichever spelling its rows hold (comparing bytewise once counted 3 of 2 keys)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR COLLATE NOCASE)")
+    con.execute("INSERT INTO t VALUES (1, 'a'), (1, 'A'), (1, 'b'), (2, 'A'), (2, 'a'), (3, 'B')")
+    policy = {"budget": {"epsilon": 10}, "tables": {"t": {"privacy_unit": "u", "max_rows_per_unit": 3,
+                                                           "columns": {"grp": {"keys": ["a", "b"]}}}}}
+    db = dpsql.connect(con, ledger=":memory:", policy=policy)
+    plan = db.explain("SELECT COUNT(DISTINCT grp) FROM t", epsilon=1.0)
+    assert plan.measurements[0].sensitivity == 2
+    units = sorted(testing.duckdb_connection(db).sql(exact_sql(plan, "SELECT __unit, v_m0 FROM __m0_values")).fetchall())
+    assert [(u, len(v)) for u, v in units] == [(1, 2), (2, 1), (3, 1)]
+    assert testing.run(db, "SELECT COUNT(DISTINCT grp) FROM t", noise="identity").rows == [(2,)]

@@ -177,8 +177,8 @@ MUTANTS: list[Mutant] = [
     M("count_cap_C_plus_one", "dpsql/lower/bounding.py",
       "fn(\"LEAST\", rows, num(C))", "fn(\"LEAST\", rows, num(C + 1))",
       "a unit's count in a partition is capped at C+1"),
-    M("distinct_cap_C_plus_one", "dpsql/lower/bounding.py",
-      "fn(\"LIST_SLICE\", values, num(1), num(C))", "fn(\"LIST_SLICE\", values, num(1), num(C + 1))",
+    M("distinct_cap_C_plus_one", "dpsql/lower/distinct.py",
+      "count=num(plan.max_rows))", "count=num(plan.max_rows + 1))",
       "a unit keeps C+1 distinct values per partition for COUNT(DISTINCT col)"),
     M("noise_scale_halved_in_sql", "dpsql/lower/noise.py",
       "num(scale.numerator), num(k)]", "num(scale.numerator), num(k + 1)]",
@@ -217,7 +217,8 @@ MUTANTS: list[Mutant] = [
       "if not self._engine.unique(lookup.table, lookup.columns, reader, deadline):", "if False:",
       "a public table joined on columns that repeat in it (each row meets several of its rows)"),
     M("quantile_cap_C_plus_one", "dpsql/lower/quantile.py",
-      "exp.LTE(this=col(\"n\"), expression=num(C))", "exp.LTE(this=col(\"n\"), expression=num(C + 1))",
+      "case_when(exp.LTE(this=n.copy(), expression=num(C)), c.copy(), spread)",
+      "case_when(exp.LTE(this=n.copy(), expression=num(C + 1)), c.copy(), spread)",
       "a unit with exactly C+1 values keeps all of them in the quantile tree"),
     # --- issue 20: the second round of leaks ----------------------------------------------------------
     M("identifier_aggregate_in_per_person", "dpsql/frontend/per_person.py",
@@ -235,10 +236,15 @@ MUTANTS: list[Mutant] = [
       "conditions.append(guarded(narrow_dates(quoted(where.this), types), types))",
       "conditions.append(quoted(where.this))",
       "a per-person subquery's WHERE runs bare: a cast that fails on one person's row fails the query"),
-    M("distinct_counts_undeclared", "dpsql/lower/bounding.py",
-      "alias(case_when(declared(plan, m.column), col(m.column), exp.Null()), value_column(m))",
-      "alias(col(m.column), value_column(m))",
+    M("distinct_counts_undeclared", "dpsql/lower/distinct.py",
+      "    return case_when(declared(plan, column), col(column), exp.Null())",
+      "    return col(column)",
       "COUNT(DISTINCT col) of a keyed column counts undeclared values too: past L * min(C, keys)"),
+    M("distinct_bytewise_under_collation", "dpsql/lower/distinct.py",
+      "    return case_when(declared(plan, column), col(column), exp.Null())",
+      "    return exp.Collate(this=case_when(declared(plan, column), col(column), exp.Null()), "
+      "expression=exp.to_identifier(\"binary\", quoted=True))",
+      "COUNT(DISTINCT) values compared bytewise while the key test matches under NOCASE: 'a' and 'A' count twice"),
     M("derived_keys_pruned_on_first_value", "dpsql/plan/build.py",
       "declared = {c.name for c in key.columns if c.keys is not None and c.derived is None}",
       "declared = {c.name for c in key.columns if c.keys is not None}",
@@ -271,6 +277,25 @@ MUTANTS: list[Mutant] = [
     M("public_keys_shared_between_analysts", "dpsql/engines/duckdb.py",
       "key = (reader, table, column.public_source)", "key = (None, table, column.public_source)",
       "a public column's keys read once for everyone: the second analyst's plan is faster, telling them"),
+    # --- work and memory per person bounded before the caps (issue 20): same answers, unbounded state.
+    # Killed by tests/test_heavy_target.py (a heavy person under a memory limit) -----------------------
+    M("distinct_list_uncapped", "dpsql/lower/distinct.py",
+      "alias(exp.Min(this=col(v, \"__d\"), count=num(plan.max_rows)), v)).from_(\n"
+      "        _subquery(found.distinct(), \"__d\"))",
+      "alias(exp.Anonymous(this=\"LIST_SLICE\", expressions=[exp.Anonymous(this=\"LIST_SORT\", expressions=["
+      "exp.Anonymous(this=\"LIST_DISTINCT\", expressions=[exp.Anonymous(this=\"LIST\", expressions=[col(v, \"__d\")])])]), "
+      "num(1), num(plan.max_rows)]), v)).from_(\n        _subquery(found, \"__d\"))",
+      "COUNT(DISTINCT col) builds a list of every value of a person before keeping C of them"),
+    M("quantile_leaf_list_uncapped", "dpsql/lower/quantile.py",
+      "alias(exp.Count(this=exp.Star()), \"c\"), source=\"__rows\"",
+      "alias(fn(\"LEN\", exp.Anonymous(this=\"LIST\", expressions=[leaf.copy()])), \"c\"), source=\"__rows\"",
+      "the quantile tree counts a person's values in a leaf by building a list of all of them"),
+    M("bounded_window_uncut", "dpsql/lower/bounding.py",
+      "return plan.partitions is None or plan.partitions > WINDOW_PARTITIONS", "return False",
+      "with private keys, the window choosing a person's L partitions numbers all of their partitions"),
+    M("undeclared_partitions_reach_the_window", "dpsql/lower/bounding.py",
+      "undeclared = None if domain is None else", "undeclared = None if True else",
+      "a person's undeclared partitions are numbered by the window beside the declared ones (ranked after them)"),
 ]
 
 

@@ -3,14 +3,14 @@ grid), per-unit caps (C rows per partition, L partitions per unit) and the exact
 from __future__ import annotations
 
 from sqlglot import exp
-from dpsql.lower import quantile
+from dpsql.lower import distinct, quantile
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
 from dpsql.plan.sensitivity import grid_bound
 from dpsql.sql.types import type_bounds
 from dpsql.sql.build import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, saturate, select
 from dpsql.lower.names import key_names, raw_column, value_column
-from dpsql.lower.keys import declared, in_domain, join_key_tables, key_filter
+from dpsql.lower.keys import in_domain, join_key_tables, key_filter
 from dpsql.lower.guard import decimal_total, safe, user_where
 from dpsql.sql.guard import quoted
 from dpsql.lower.noise import scalar_measurements
@@ -122,8 +122,7 @@ def rows_cte(plan: Plan) -> exp.Select:
         passed.append(raw_column(label))
     for m in plan.measurements:
         if m.kind == Quantity.DISTINCT:
-            # Only declared keys count: the released count then lies in [0, |keys|] whatever the data.
-            projections.append(alias(case_when(declared(plan, m.column), col(m.column), exp.Null()), value_column(m)))
+            projections.append(alias(distinct.distinct_value(plan, m.column), value_column(m)))
             passed.append(value_column(m))
     derived = []
     for m in plan.measurements:
@@ -203,12 +202,6 @@ def _unit_with_value(m: Measurement, C: int) -> exp.Expression:
     return case_when(exp.GT(this=exp.Count(this=col(raw_column(m.column))), expression=num(0)), num(1), num(0))
 
 
-def _unit_distinct(m: Measurement, C: int) -> exp.Expression:
-    """At most C of the unit's distinct values (the smallest: any choice keeps the bound)."""
-    values = fn("LIST_SORT", fn("LIST_DISTINCT", exp.Anonymous(this="LIST", expressions=[col(value_column(m))])))
-    return fn("LIST_SLICE", values, num(1), num(C))
-
-
 def _unit_sum(m: Measurement, C: int) -> exp.Expression:
     v = col(value_column(m))
     if m.bounding == Bounding.UNIT_TOTAL:
@@ -219,9 +212,12 @@ def _unit_sum(m: Measurement, C: int) -> exp.Expression:
 
 
 UNIT_AGGREGATES = {Quantity.COUNT: _unit_rows, Quantity.COUNT_COL: _unit_rows, Quantity.SUM: _unit_sum,
-                   Quantity.COUNT_UNITS: _unit_with_value, Quantity.DISTINCT: _unit_distinct,
-                   Quantity.UNITS: lambda m, C: num(1),   # a row of __units is one (unit, partition) pair
-                   Quantity.QUANTILE: lambda m, C: quantile.unit_leaves(m)}
+                   Quantity.COUNT_UNITS: _unit_with_value,
+                   Quantity.UNITS: lambda m, C: num(1)}   # a row of __units is one (unit, partition) pair
+# Every state here is of fixed size, so DuckDB's hash aggregate spills it. A quantile tree and
+# COUNT(DISTINCT col) have no column in __units: quantile.leaf_counts counts a unit's leaves per
+# (unit, partition, leaf) and keeps C of them in closed form; distinct.distinct_ctes keeps C of a
+# unit's distinct values in the partitions __bounded keeps.
 
 
 RANKS = 2 ** 53   # a partition's random rank lies in [0, RANKS); an undeclared one's in [RANKS, 2 * RANKS)
@@ -242,8 +238,9 @@ def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp
     instead of random(): the bound holds for any choice, and a fixed rule couples neighbours.
     """
     keys = [col(k) for k in key_names(plan)]
-    C, L = plan.max_rows, plan.max_groups
-    projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in plan.measurements]
+    C = plan.max_rows
+    projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in plan.measurements
+                                            if m.kind in UNIT_AGGREGATES]
     sampled = needs_partition_sampling(plan)
     domain = in_domain(plan) if sampled else None
     if sampled:
@@ -254,29 +251,71 @@ def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp
             rank_key = cast(exp.Mul(this=fn("RANDOM"), expression=num(RANKS)), "BIGINT")
         if domain is not None:
             # Undeclared partitions (keys.partition_keys) rank after every declared one: one integer
-            # sort key, and the filter below an integer comparison that DuckDB cannot push back
+            # sort key, and __bounded's filter an integer comparison that DuckDB cannot push back
             # down to the rows (__r is an aggregate's output).
             rank_key = exp.Add(this=rank_key, expression=case_when(domain, num(0), num(RANKS)))
         projections.append(alias(rank_key, "__r"))
     units = select(*projections, source="__rows", group=[col("__unit"), *[k.copy() for k in keys]])
-    ctes = [("__units", units)]
-    if sampled:
-        rank = exp.Window(this=exp.RowNumber(), partition_by=[col("__unit")],
-                          order=exp.Order(expressions=[exp.Ordered(this=col("__r"))]))
-        kept = conjunction([exp.LTE(this=rank, expression=num(L)),
-                            None if domain is None else exp.LT(this=col("__r"), expression=num(RANKS))])
-        bounded = exp.select(exp.Star()).from_(exp.Table(this=ident("__units")), copy=False).qualify(kept, copy=False)
-        ctes.append(("__bounded", bounded))
-    return ctes
+    return [("__units", units), *bounded_ctes(plan, domain)] if sampled else [("__units", units)]
+
+
+# The most partitions of one unit that __bounded's window may number at once. DuckDB's window holds a
+# partition (here: all of one unit's partitions) in memory: a person with millions of partitions ran
+# out of memory at 64 MB where everyone else's query ran (tests/test_heavy_target.py).
+WINDOW_PARTITIONS = 65536
+
+
+def cuts_ranks_first(plan: Plan) -> bool:
+    """Whether a unit may have more partitions than WINDOW_PARTITIONS (private keys, or a domain of
+    public keys that large): then __bounded reads __units three times (rewrite makes it MATERIALIZED:
+    one draw of the random ranks)."""
+    return plan.partitions is None or plan.partitions > WINDOW_PARTITIONS
+
+
+def bounded_ctes(plan: Plan, domain: exp.Expression | None) -> list[tuple[str, exp.Select]]:
+    """__bounded: each unit's L partitions of smallest rank (__r); what a window numbers per unit is
+    bounded before the L cap.
+
+    Public keys: a window per unit numbers its declared partitions, at most ``plan.partitions``;
+    undeclared ones (``domain``: ranked last, never kept) are dropped before it, which chooses the
+    same ones (they only ever followed the declared ones). Otherwise (``cuts_ranks_first``), __cut
+    holds each unit's number of partitions and L-th smallest rank, from MIN(__r, L): a bounded heap
+    per unit in a hash aggregate. A unit with at most L partitions keeps them all, without a window;
+    a unit with more keeps those ranked at or below its cut (L of them, more only where ranks tie),
+    and the window over those keeps L whatever ties.
+    """
+    L = plan.max_groups
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[col("__unit", "__units")],
+                      order=exp.Order(expressions=[exp.Ordered(this=col("__r", "__units"))]))
+
+    def kept(*conditions: exp.Expression, numbered: bool) -> exp.Select:
+        query = exp.select(exp.Column(this=exp.Star(), table=ident("__units"))).from_(exp.Table(this=ident("__units")))
+        if cuts_ranks_first(plan):
+            query = query.join(exp.Table(this=ident("__cut")),
+                               on=exp.EQ(this=col("__unit", "__units"), expression=col("__unit", "__cut")))
+        undeclared = None if domain is None else exp.LT(this=col("__r", "__units"), expression=num(RANKS))
+        where = conjunction([undeclared, *conditions])
+        query = query if where is None else query.where(where, copy=False)
+        return query.qualify(exp.LTE(this=rank.copy(), expression=num(L)), copy=False) if numbered else query
+    if not cuts_ranks_first(plan):
+        return [("__bounded", kept(numbered=True))]
+    cut = select(col("__unit"), alias(exp.Count(this=exp.Star()), "__n"),
+                 alias(fn("LIST_MAX", exp.Min(this=col("__r"), count=num(L))), "__cut"),
+                 source="__units", group=[col("__unit")])
+    few = kept(exp.LTE(this=col("__n", "__cut"), expression=num(L)), numbered=False)
+    many = kept(exp.GT(this=col("__n", "__cut"), expression=num(L)),
+                exp.LTE(this=col("__r", "__units"), expression=col("__cut", "__cut")), numbered=True)
+    return [("__cut", cut), ("__bounded", exp.union(few, many, distinct=False))]
 
 
 def agg_cte(plan: Plan, source: str) -> exp.Select:
+    """__agg: each group's exact totals (row level: each row a unit), COUNT(DISTINCT)'s from its CTEs."""
     keys = [col(k) for k in key_names(plan)]
     if plan.table.row_level:
         values = [alias(exact_aggregate(m), value_column(m)) for m in scalar_measurements(plan)]
-    else:
-        values = [alias(exp.Sum(this=col(value_column(m))) if m.kind != Quantity.DISTINCT else
-                        fn("LEN", fn("LIST_DISTINCT", fn("FLATTEN", exp.Anonymous(
-                            this="LIST", expressions=[col(value_column(m))])))), value_column(m))
-                  for m in scalar_measurements(plan)]
-    return select(*keys, *values, source=source, group=[k.copy() for k in keys])
+        return select(*keys, *values, source=source, group=[k.copy() for k in keys])
+    values = [alias(exp.Sum(this=col(value_column(m))), value_column(m)) for m in scalar_measurements(plan)
+              if m.kind != Quantity.DISTINCT]
+    totals = select(*keys, *(values or [alias(exp.Count(this=exp.Star()), "__n")]), source=source,
+                    group=[k.copy() for k in keys])
+    return distinct.join_counts(plan, totals) if distinct.measurements(plan) else totals

@@ -15,7 +15,7 @@ fully noised tree, whose node noises are independent: privacy is that of the who
 
 CTEs per tree measurement ``m`` (``k..`` the group keys)::
 
-    __m_leaf   (k.., leaf, n): rows per leaf (user level: <= C values per unit and partition)
+    __m_leaf   (k.., leaf, n): values per leaf (user level: <= C per unit and partition, leaf_counts)
     __m_h<d>   (k.., node, n): counts of the nodes of level d, from the leaves
     __m_s0     (k.., qi, node, depth, rank): one descent per released group and quantile
     __m_c<d>   noisy counts of the children of the nodes reached at level d - 1 (MATERIALIZED)
@@ -32,7 +32,7 @@ from dpsql.plan.parts import Measurement
 from dpsql.plan.kinds import OutputKind, Quantity
 from dpsql.lower.noise import noise_call
 from dpsql.lower.names import key_names, value_column
-from dpsql.sql.build import alias, cast, clamp, col, fn, num
+from dpsql.sql.build import alias, case_when, cast, clamp, col, fn, ident, num, select
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
 
 # Google's QuantileTree drops children whose noisy count is below this fraction of their total:
@@ -55,21 +55,13 @@ def output_column(m: Measurement, q: float, plan: Plan) -> str:
 def leaf_index(value: exp.Expression, m: Measurement) -> exp.Expression:
     """floor((v - lower) / width * 65536) for v clamped to the bounds (NaN and +inf to upper, -inf to
     lower, NULL stays NULL). Rounding is monotone, so it lies in [0, 65536]: 65536 only for v = upper,
-    moved into the last leaf by ``leaf_rows`` once NULLs are gone (LEAST would turn NULL into a leaf).
+    moved into the last leaf by ``leaf_counts`` once NULLs are gone (LEAST would turn NULL into a leaf).
     """
     width = m.upper - m.lower
     shifted = exp.Paren(this=exp.Sub(this=clamp(value, m.lower, m.upper), expression=num(float(m.lower))))
     scaled = exp.Mul(this=exp.Div(this=shifted, expression=num(float(width))), expression=num(float(TREE_LEAVES))) \
         if width > 0 else exp.Mul(this=shifted, expression=num(0.0))
     return cast(fn("FLOOR", scaled), "BIGINT")
-
-
-def unit_leaves(m: Measurement) -> exp.Expression:
-    """A unit's leaves in one partition, sorted, NULLs left out (user level, in __units)."""
-    v = col(value_column(m))
-    return fn("LIST_SORT", exp.Filter(this=exp.Anonymous(this="LIST", expressions=[v]),
-                                      expression=exp.Where(this=exp.Not(this=exp.Is(this=v.copy(),
-                                                                                      expression=exp.Null())))))
 
 
 def _keys(plan: Plan, table: str | None = None) -> list[exp.Column]:
@@ -90,31 +82,66 @@ def _values(name: str, values: list) -> exp.Expression:
     return alias(exp.Unnest(expressions=[exp.Array(expressions=[num(v) for v in values])]), name)
 
 
-def leaf_rows(plan: Plan, m: Measurement, source: str) -> exp.Select:
-    """(k.., leaf): each row's leaf; at user level at most C per unit and partition.
+def leaf_counts(plan: Plan, m: Measurement, bounded: str | None) -> exp.Select:
+    """(k.., leaf, n): the values per leaf; at user level at most C per unit and partition, from the
+    partitions ``bounded`` keeps (None: every partition is kept).
 
-    A unit with n > C values keeps those at evenly spaced ranks of its sorted values, positions
-    1 + floor((2i + 1) n / 2C) for i < C: the r-th is kept iff g(r) > g(r - 1), g(r) = (2Cr + n - 1) // 2n.
-    Deterministic like SUM's C-row cap, and it keeps the shape of the unit's own distribution.
+    A unit with n > C values keeps those at evenly spaced ranks of its sorted values (1-based),
+    p_i = 1 + floor((2i + 1) n / 2C) for i < C: deterministic like SUM's C-row cap, and it keeps the
+    shape of the unit's own distribution. No list of a unit's values is ever built: the rows are
+    counted per (unit, partition, leaf) by a hash aggregate (DuckDB spills it), so what a unit holds
+    in memory before its cap is at most one count per leaf it reaches, and ``_kept`` finds, leaf by
+    leaf, how many of its kept ranks fall there.
     """
-    v = col(value_column(m))
-    last = TREE_LEAVES - 1
+    v, last = col(value_column(m)), TREE_LEAVES - 1
+    leaf = fn("LEAST", v, num(last))
+    present = exp.Not(this=exp.Is(this=v.copy(), expression=exp.Null()))
     if plan.table.row_level:
-        return exp.select(*_keys(plan), alias(fn("LEAST", v, num(last)), "leaf")).from_(source).where(
-            exp.Not(this=exp.Is(this=v.copy(), expression=exp.Null())))
-    C = plan.max_rows
-    unnested = exp.select(*_keys(plan), alias(exp.Unnest(expressions=[v]), "leaf"),
-                          alias(cast(fn("GENERATE_SUBSCRIPTS", v.copy(), num(1)), "HUGEINT"), "r"),
-                          alias(cast(fn("LEN", v.copy()), "HUGEINT"), "n")).from_(source)
+        return select(*_keys(plan), alias(leaf, "leaf"), alias(exp.Count(this=exp.Star()), "n"), source="__rows",
+                      where=present, group=[*_keys(plan), leaf.copy()])
+    unit = [col("__unit"), *_keys(plan)]
+    cells = select(*unit, alias(leaf, "leaf"), alias(exp.Count(this=exp.Star()), "c"), source="__rows",
+                   where=present, group=[*[c.copy() for c in unit], leaf.copy()])
+    c, order = col("c", "__c"), exp.Order(expressions=[exp.Ordered(this=col("leaf", "__c"))])
+    partition = [col("__unit", "__c"), *_keys(plan, "__c")]
+    whole = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="UNBOUNDED",
+                           end_side="FOLLOWING")
+    ranked = exp.select(*_keys(plan, "__c"), col("leaf", "__c"), c,
+                        alias(exp.Window(this=exp.Sum(this=c.copy()), partition_by=partition, order=order), "cum"),
+                        alias(exp.Window(this=exp.Sum(this=c.copy()), partition_by=[p.copy() for p in partition],
+                                         order=order.copy(), spec=whole), "total")).from_(
+        exp.Subquery(this=cells, alias=exp.TableAlias(this=ident("__c"))))
+    if bounded is not None:
+        # Only the partitions the unit keeps (L of them, chosen in __bounded); NULL keys are keys.
+        on = exp.and_(exp.EQ(this=col("__unit", "__c"), expression=col("__unit", "__b")),
+                      *_same_keys(plan, "__c", "__b"))
+        ranked = ranked.join(exp.Table(this=ident(bounded), alias=exp.TableAlias(this=ident("__b"))), on=on)
+    kept = select(*_keys(plan), col("leaf"), alias(_kept(plan.max_rows, col("c"), col("cum"), col("total")), "kept"),
+                  source=exp.Subquery(this=ranked, alias=exp.TableAlias(this=ident("__w"))))
+    # Leaves where a unit keeps nothing are dropped (a leaf without a row reads 0 anyway): a third of
+    # the rows at 1M events (benchmarks/per_person_lists.py), 15% of the stage.
+    return select(*_keys(plan), col("leaf"), alias(cast(exp.Sum(this=col("kept")), "BIGINT"), "n"),
+                  source=exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("__k"))),
+                  where=exp.GT(this=col("kept"), expression=num(0)), group=[*_keys(plan), col("leaf")])
 
-    def g(r):
-        return exp.IntDiv(this=exp.Paren(this=exp.Add(this=exp.Mul(this=num(2 * C), expression=r),
-                                                      expression=exp.Sub(this=col("n"), expression=num(1)))),
-                          expression=exp.Paren(this=exp.Mul(this=num(2), expression=col("n"))))
-    keep = exp.or_(exp.LTE(this=col("n"), expression=num(C)),
-                   exp.GT(this=g(col("r")), expression=g(exp.Paren(this=exp.Sub(this=col("r"), expression=num(1))))))
-    return exp.select(*_keys(plan), alias(fn("LEAST", col("leaf"), num(last)), "leaf")).from_(exp.Subquery(this=unnested, alias=exp.TableAlias(
-        this=exp.to_identifier("__u")))).where(keep)
+
+def _kept(C: int, c: exp.Expression, cum: exp.Expression, n: exp.Expression) -> exp.Expression:
+    """How many of a unit's kept ranks lie in a leaf holding its ranks R+1..R+c (cum = R + c, n values).
+
+    With n <= C every value is kept: c. With n > C, let g(r) = (2Cr + n - 1) // 2n. Then g(r) is the
+    number of kept ranks p_i <= r (r in 0..n): p_i <= r iff floor((2i + 1) n / 2C) <= r - 1 iff
+    (2i + 1) n < 2Cr iff (integers) 2i + 1 <= (2Cr - 1) / n iff i <= (2Cr - 1 - n) / 2n, so the count
+    of i >= 0 is floor((2Cr - 1 - n) / 2n) + 1 = g(r), and g(n) = C + floor((n - 1) / 2n) = C (every
+    p_i <= n). So the leaf keeps g(R + c) - g(R) values, the kept ranks among R+1..R+c: which values
+    of one leaf are kept does not matter, the tree only counts them per leaf. The leaves of one unit
+    and partition sum to g(n) - g(0) = C. Counts are HUGEINT (window sums of BIGINTs): 2Cr cannot
+    overflow.
+    """
+    def g(r: exp.Expression) -> exp.Expression:
+        return exp.IntDiv(this=exp.Paren(this=exp.Add(this=exp.Mul(this=num(2 * C), expression=r), expression=exp.Sub(
+            this=n.copy(), expression=num(1)))), expression=exp.Paren(this=exp.Mul(this=num(2), expression=n.copy())))
+    spread = exp.Sub(this=g(cum), expression=g(exp.Paren(this=exp.Sub(this=cum.copy(), expression=c.copy()))))
+    return case_when(exp.LTE(this=n.copy(), expression=num(C)), c.copy(), spread)
 
 
 def _state(plan: Plan, d: int, prefix: str) -> exp.Select:
@@ -176,14 +203,12 @@ def _level(plan: Plan, m: Measurement, d: int, prefix: str, function: str) -> li
     return [(f"{prefix}c{d}", children), (f"{prefix}w{d}", w), (f"{prefix}a{d}", a), (f"{prefix}s{d}", _state(plan, d, prefix))]
 
 
-def quantile_ctes(plan: Plan, m: Measurement, source: str, function: str) -> list[tuple[str, exp.Expression]]:
-    """Every CTE of one tree measurement; ``source`` holds the bounded rows (__rows, __units or
-    __bounded), __noisy the released groups. Names ending in _leaf or _c<d> are to be MATERIALIZED."""
+def quantile_ctes(plan: Plan, m: Measurement, bounded: str | None, function: str) -> list[tuple[str, exp.Expression]]:
+    """Every CTE of one tree measurement: its leaves counted from __rows (in the partitions that
+    ``bounded`` keeps, if given), __noisy the released groups. Names ending in _leaf or _c<d> are to
+    be MATERIALIZED."""
     prefix = f"__{m.name}_"
-    leaf = exp.select(*_keys(plan), col("leaf"), alias(exp.Count(this=exp.Star()), "n")).from_(
-        exp.Subquery(this=leaf_rows(plan, m, source), alias=exp.TableAlias(this=exp.to_identifier("__l")))).group_by(
-        *_keys(plan), col("leaf"))
-    ctes = [(f"{prefix}leaf", leaf)]
+    ctes = [(f"{prefix}leaf", leaf_counts(plan, m, bounded))]
     for d in range(1, TREE_DEPTH + 1):
         node = exp.IntDiv(this=col("leaf"), expression=num(TREE_BRANCHING ** (TREE_DEPTH - d)))
         ctes.append((f"{prefix}h{d}", exp.select(*_keys(plan), alias(node, "node"), alias(exp.Sum(this=col("n")), "n"))

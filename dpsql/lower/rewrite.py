@@ -5,8 +5,9 @@ level skips ``__units``/``__bounded``)::
 
     bounding.py  __rows     filtered rows of the private table, values clamped and quantised to an integer grid
                  __units    one row per (unit, partition): counts capped at C, sums capped at C rows' worth
-                 __bounded  at most L random partitions per unit
+                 __bounded  at most L random partitions per unit (__cut first with private keys)
                  __agg      exact integer aggregates per partition
+    distinct.py  __m<i>_values, __m<i>_agg   COUNT(DISTINCT col): C values per unit and kept partition
     noise.py     __noisy    every public key combination LEFT JOIN __agg, noise UDF once per group
                             (MATERIALIZED: each draw is made once even where post-processing reads it twice)
     quantile.py  __m<i>_*   the descent of each quantile tree, over the released groups
@@ -28,13 +29,13 @@ import dataclasses
 
 from sqlglot import exp
 
-from dpsql.lower import quantile
+from dpsql.lower import distinct, quantile
 from dpsql.plan.model import Plan
 from dpsql.plan.kinds import Quantity
 from dpsql.sql.build import DIALECT, alias, col, ident, num, table
 from dpsql.lower.noise import noisy_cte, scalar_measurements
 from dpsql.lower.post import final_select, measurements_select, output_interval, output_value
-from dpsql.lower.bounding import agg_cte, rows_cte, user_level_ctes
+from dpsql.lower.bounding import agg_cte, cuts_ranks_first, rows_cte, user_level_ctes
 
 
 def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage: str = "output") -> Plan:
@@ -53,13 +54,18 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
         source = ctes[-1][0]
     trees = [m for m in plan.measurements if m.kind == Quantity.QUANTILE]
     materialized = {"__noisy"}
-    if trees and not plan.table.row_level:
-        materialized.add(source)   # __agg and the trees must see the same random choice of partitions
+    bounded = source if source == "__bounded" else None
+    if (trees or distinct.measurements(plan)) and bounded:
+        materialized.add(bounded)   # __agg, the trees and the distinct values see one random choice of partitions
+    if bounded and cuts_ranks_first(plan):
+        materialized.add("__units")   # __cut and __bounded read one draw of its random ranks
+    for m in distinct.measurements(plan):
+        ctes += distinct.distinct_ctes(plan, m, bounded)
     if scalar_measurements(plan):
         ctes.append(("__agg", agg_cte(plan, source)))
     ctes.append(("__noisy", noisy_cte(plan, noise_function)))
     for m in trees:
-        tree = quantile.quantile_ctes(plan, m, source, noise_function)
+        tree = quantile.quantile_ctes(plan, m, bounded, noise_function)
         materialized.update(name for name, _ in tree if name.endswith(quantile.MATERIALIZED_SUFFIXES))
         ctes += tree
     values = [alias(output_value(plan, i), plan.slot(i)) for i in range(len(plan.outputs))]

@@ -8,7 +8,18 @@ from dpsql.frontend.scope import AGGREGATES, KeySpec, Scope, columns_in, group_k
 
 
 def no_identifiers(select: exp.Select, scope: Scope) -> None:
-    """No identifier column (nor the privacy unit) appears anywhere in the query (DP203)."""
+    """No identifier column (nor the privacy unit) appears anywhere in the query (DP203).
+
+    The exemptions, each minimal and each with a grammar/accept file; there are no others:
+
+    * ``COUNT(DISTINCT unit)``: the privacy unit counted, never read (here; accept 088);
+    * ``COUNT(unit)``: a row count, rewritten to ``COUNT(*)`` before this rule (frontend/coerce.py;
+      accept 077);
+    * ``COUNT(id)`` of a bare identifier inside a per-person subquery: the person's rows where it is
+      not NULL (frontend/per_person.py ``_counts_rows``; accept 089). SUM, AVG, MIN or MAX of one is
+      refused there (reject 135, 136);
+    * the keys of a policy's links inside the joins it declares (frontend/joins.py, semijoins.py).
+    """
     aliases = output_aliases(select)
     dropped = [c for node in select.meta.get("dropped", []) for c in columns_in(node)]
     for col in columns_in(select) + dropped:

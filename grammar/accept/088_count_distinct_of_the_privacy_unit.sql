@@ -1,0 +1,1 @@
+SELECT clinic, COUNT(DISTINCT person_id) AS people FROM visits GROUP BY clinic
