@@ -18,9 +18,10 @@ from sqlglot import exp
 
 from dpsql.lower.keys import declared
 from dpsql.lower.names import key_names, value_column
-from dpsql.lower.sql import alias, case_when, col, ident, num, select
+from dpsql.sql.build import alias, case_when, col, ident, num, select
 from dpsql.plan.kinds import Quantity
-from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
 
 
 def distinct_value(plan: Plan, column: str) -> exp.Expression:

@@ -2,7 +2,8 @@
 each measurement's per-row value v_*. One place, so no generated name can collide with another."""
 from __future__ import annotations
 
-from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
 
 
 def key_names(plan: Plan) -> list[str]:

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import Callable, ClassVar
 
 from sqlglot import exp
-from dpsql.policy import TablePolicy
+from dpsql.policy.model import TablePolicy
 from dpsql.frontend.scope import QUANTILES, name_of, unqualified
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
+from dpsql.plan.parts import Measurement, Output
 from dpsql.plan.text import CONFIDENCE, fmt
-
-if TYPE_CHECKING:   # the model is built from these handlers' answers; it imports nothing back
-    from dpsql.plan.model import Output, Plan
 
 
 @dataclass(frozen=True)
@@ -53,9 +51,10 @@ class Aggregate(ABC):
     def needs(self, o: Output) -> list[Need]:
         """The noisy quantities behind the output (each aggregate says its own)."""
 
-    def explain(self, plan: Plan, o: Output, hidden: str) -> str:
-        """The right-hand side of the output's explain line (``hidden``: a note for hidden outputs)."""
-        error = plan.measurement(o.measurements[0]).error
+    def explain(self, measurement: Callable[[str], Measurement], o: Output, hidden: str) -> str:
+        """The right-hand side of the output's explain line (``measurement``: the plan's, by name;
+        ``hidden``: a note for hidden outputs)."""
+        error = measurement(o.measurements[0]).error
         return f"{o.measurements[0]}{hidden}   ({int(CONFIDENCE * 100)}%: within +-{fmt(error)})"
 
 
@@ -125,9 +124,9 @@ class Avg(Aggregate):
         return [Need(Quantity.SUM, label, *o.per_group, Bounding.UNIT_MEAN, *(o.per_row or (None, None)), argument=arg),
                 Need(Quantity.COUNT_UNITS, label, argument=arg)]
 
-    def explain(self, plan, o, hidden):
+    def explain(self, measurement, o, hidden):
         ms = o.measurements
-        offset = plan.measurement(ms[0]).offset
+        offset = measurement(ms[0]).offset
         start = f"{fmt(offset)} + " if offset is not None else ""
         return f"{start}{ms[0]} / max({ms[1]}, 1), clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}"
 
@@ -152,7 +151,7 @@ class Variance(Aggregate):
                 Need(Quantity.SUM, o.column, -r, r, argument=o.argument, offset=m),
                 Need(Quantity.SUM, o.column, 0.0, r * r, argument=o.argument, offset=m, moment=2)]
 
-    def explain(self, plan, o, hidden):
+    def explain(self, measurement, o, hidden):
         ms = o.measurements
         return (f"{'sqrt of ' if self.root else ''}{ms[2]}/n - ({ms[1]}/n)^2 with n = max({ms[0]}, 1), "
                 f"{'times n/(n-1), ' if self.sample else ''}never negative{hidden}")
@@ -168,7 +167,7 @@ class Quantile(Aggregate):
         # One tree per argument and bounds: several quantiles of it descend the same noisy tree.
         return [Need(Quantity.QUANTILE, o.column, *(o.per_row or (o.lower, o.upper)), argument=o.argument)]
 
-    def explain(self, plan, o, hidden):
+    def explain(self, measurement, o, hidden):
         return (f"quantile {o.quantile:g} by descending {o.measurements[0]} (noisy counts < 0 read as 0), "
                 f"interpolated in its leaf, clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}")
 
