@@ -11,7 +11,7 @@ from dpsql.accounting.budget import Budget
 from dpsql.api.connection import PrivateConnection, Result, connect
 from dpsql.errors import BudgetExceeded, DpsqlError
 from dpsql.plan.model import Plan
-from dpsql.remote import Remote, remote
+from dpsql.client.remote import Remote, remote
 
 __all__ = ["connect", "remote", "PrivateConnection", "Remote", "Result", "Plan", "Budget", "DpsqlError",
            "BudgetExceeded"]

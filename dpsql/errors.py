@@ -171,3 +171,14 @@ class DeadlineExceeded(DpsqlError):
 class InternalError(DpsqlError):
     """An invariant broke inside dpsql: this is probably a bug (DP999)."""
     code = "DP999"
+
+
+class RequestError(DpsqlError):
+    """An HTTP request the server refuses before any query runs: malformed, unauthenticated, not
+    found, too many, too large or too slow (DP408, DP420-DP424; README, "The HTTP API"). Nothing is
+    spent. Here, not in the server, because the analyst's client rebuilds it from the server's body.
+
+    >>> RequestError("DP422", "the request body is larger than 1048576 bytes").code
+    'DP422'
+    """
+    code = "DP408"

@@ -136,9 +136,9 @@ def bind(db: PrivateConnection, sql: str) -> duckdb.DuckDBPyRelation:
         return engine.con.sql(sql)
 
 
-def fetch(db: PrivateConnection, relation: duckdb.DuckDBPyRelation) -> pa.Table:
+def fetch(db: PrivateConnection, bound: duckdb.DuckDBPyRelation) -> pa.Table:
     """Run a bound query to the end on ``db``'s engine; an engine error propagates as is."""
-    return _engine(db).run(relation)
+    return _engine(db).run(bound)
 
 
 @contextlib.contextmanager

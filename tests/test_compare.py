@@ -1,4 +1,4 @@
-"""The comparison builder (dpsql/frontend/compare.py) against DuckDB itself, on every pair of types and
+"""The comparison builder (dpsql/sql/compare.py) against DuckDB itself, on every pair of types and
 the types' extreme values: a comparison it writes never fails, gives DuckDB's own answer wherever
 DuckDB gives one (NULL only where DuckDB would fail), stays a hash join, and says truthfully which
 forms keep distinct values distinct (the form a key's uniqueness is checked in)."""
@@ -9,7 +9,7 @@ import pytest
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedConstruct
-from dpsql.frontend import compare
+from dpsql.sql import compare
 
 # Each type with values at its edges, and where casts to another type fail or collide.
 VALUES = {

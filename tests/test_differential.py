@@ -402,7 +402,7 @@ FOUND = [
     "SELECT flag, SUM(TRY_CAST(u64 AS TINYINT)) AS s, AVG(TRY_CAST(u64 AS TINYINT)) AS a FROM visits GROUP BY flag",
     "SELECT clinic, SUM(CASE WHEN f64 > 400 THEN f64 END) AS s, AVG(CASE WHEN f64 > 400 THEN f64 END) AS a "
     "FROM visits GROUP BY clinic",
-    # non-integer literals folded to DOUBLE (totality.fold) change DuckDB's DECIMAL semantics: a cast
+    # non-integer literals written as DOUBLE (totality.literals_as_doubles) change DuckDB's DECIMAL semantics: a cast
     # of 2.5 to INT rounds to 3 as DECIMAL, to 2 as DOUBLE (half to even)
     "SELECT COUNT(*) AS n FROM people WHERE CAST(age + 0.5 AS INT) = age + 1",
     "SELECT AVG(CAST(i16 - 0.5 AS INT)) AS a, SUM(CAST(i8 + 0.5 AS INT)) AS s FROM visits",

@@ -100,7 +100,7 @@ FUZZ_FINDINGS: list[str | tuple[str, ...]] = [
     # COUNT(+) (no argument) inside a per-person subquery: AttributeError in per_person's probe
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) n, COUNT(*) AS people "
     "FROM (SELECT person_id, COUNT(+) AS n FROM visits GROUP BY person_id) AS per GROUP BY n",
-    # a per-person subquery that does not select the person: StopIteration in per_person._relation
+    # a per-person subquery that does not select the person: StopIteration in per_person._per_person_table
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) n, COUNT(*) AS people "
     "FROM (SELECT , COUNT(*) AS n FROM visits GROUP BY person_id) AS per GROUP BY n",
 ]
@@ -296,7 +296,7 @@ def _plan_signature(plan) -> tuple:
 def _release_key(sql: str, plan) -> tuple | None:
     """What the ledger treats as "the same query" (its own normalisation), with the plan's cost."""
     try:
-        from dpsql.accounting.replay import normalise_sql
+        from dpsql.api.replay import normalise_sql
         return normalise_sql(sql), repr(getattr(plan, "epsilon", None)), repr(getattr(plan, "delta", None))
     except Exception:  # noqa: BLE001 -- the ledger changed shape: skip the replay check
         return None

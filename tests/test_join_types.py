@@ -1,5 +1,5 @@
 """Join and correlation conditions between columns of different types (issue 20, finding 1): every one
-is written by the comparison builder (dpsql/frontend/compare.py), so no row can make it fail.
+is written by the comparison builder (dpsql/sql/compare.py), so no row can make it fail.
 
 D holds ordinary orders; D' adds one customer whose order carries the extreme values (DATE
 9999-12-31 against a TIMESTAMP_NS, a DATE of the year 294248 against a TIMESTAMP, a BIGINT of 1e18

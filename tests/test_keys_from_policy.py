@@ -17,7 +17,8 @@ import pytest
 
 import dpsql
 from dpsql import testing
-from dpsql.policy import MAX_KEY_RANGE, load_policy
+from dpsql.policy import load_policy
+from dpsql.policy.bounds import MAX_KEY_RANGE
 from conftest import refusal
 
 PUMS = {

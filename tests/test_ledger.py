@@ -24,7 +24,8 @@ import dpsql
 from dpsql import testing
 from dpsql.cli import commands as cli
 from dpsql.accounting import ledger as ledgers
-from dpsql.accounting import replay, store
+from dpsql.accounting import store
+from dpsql.api import replay
 from dpsql.accounting.budget import Cost
 from dpsql.policy import load_policy
 from dpsql.errors import BudgetExceeded, ExecutionError

@@ -3,7 +3,7 @@
 ``lineitem.l_orderkey DOUBLE -> orders.o_orderkey BIGINT`` joins in DOUBLE, where 2**60 and 2**60 + 1
 are one value: a line item keyed 2**60 met every such order, each another person's, and moved
 ``COUNT(*) FROM lineitem`` (sensitivity 1) by the number of them. The referenced key's uniqueness is
-now checked in the form the comparison builder writes (frontend/compare.py ``key_form``), so such data
+now checked in the form the comparison builder writes (sql/compare.py ``key_form``), so such data
 is a set-up error (DP504) at connect and nothing is ever answered on it. Strings compare byte for
 byte (COLLATE C) in the join and in the check, whatever the columns' collations."""
 import duckdb

@@ -23,7 +23,8 @@ import yaml
 from click.testing import CliRunner
 
 import dpsql
-from dpsql.accounting import replay, schema
+from dpsql.accounting import schema
+from dpsql.api import replay
 from dpsql.accounting.budget import Cost
 from dpsql.accounting.ledger import Ledger, LedgerError
 from dpsql.cli import commands as cli

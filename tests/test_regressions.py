@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dpsql
-from dpsql.accounting import replay
+from dpsql.api import replay
 from dpsql.accounting.budget import Cost
 from dpsql.errors import InternalError
-from dpsql.plan.model import Measurement
+from dpsql.plan.parts import Measurement
 from dpsql.testing import run
 
 from conftest import POLICY, make_database, refusal

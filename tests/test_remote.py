@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import dpsql
 from dpsql.cli import commands as cli
 from dpsql.errors import AuthError, BudgetExceeded
-from dpsql.remote import RemotePlan
+from dpsql.client.remote import RemotePlan
 from server_harness import ThreadServer, free_port, owner
 
 COUNT = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"

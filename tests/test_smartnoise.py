@@ -1,7 +1,7 @@
 """SmartNoise metadata in, SmartNoise's queries run (issue 14, item 6).
 
 ``dpsql policy import smartnoise.yaml`` converts SmartNoise SQL's table metadata into a dpsql policy
-(dpsql/smartnoise.py); SmartNoise's own PUMS test queries (benchmarks/smartnoise/pums_queries.sql)
+(dpsql/policy/smartnoise.py); SmartNoise's own PUMS test queries (benchmarks/smartnoise/pums_queries.sql)
 then run unchanged against a PUMS-like table. The full corpus and its report:
 ``benchmarks/smartnoise/run_pums.py``; here a subset, each with the outcome it must keep.
 """
@@ -19,7 +19,7 @@ from click.testing import CliRunner
 import dpsql
 from dpsql.cli import main
 from dpsql.policy import load_policy
-from dpsql.smartnoise import convert, distinct_values, load_metadata
+from dpsql.policy.smartnoise import convert, distinct_values, load_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "smartnoise"

@@ -301,8 +301,8 @@ def test_a_connection_whose_tables_all_come_from_sources_replays_across_connecti
 
 
 def test_a_large_file_is_known_by_its_stat(tmp_path, parquet, monkeypatch):
-    from dpsql.accounting import replay
-    monkeypatch.setattr(replay, "SMALL_FILE", 0)
+    from dpsql.engines import versions
+    monkeypatch.setattr(versions, "SMALL_FILE", 0)
     ledger = tmp_path / "budget.sqlite"
     answer(str(parquet), ledger)
     assert answer(str(parquet), ledger)[0].replayed

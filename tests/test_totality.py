@@ -1,4 +1,4 @@
-"""Totality by construction (dpsql/frontend/totality.py): what runs bare cannot fail on any row, what can
+"""Totality by construction (dpsql/sql/totality.py): what runs bare cannot fail on any row, what can
 fail runs under TRY() and TRY() catches it, strings cannot grow without bound, and literals never
 drag a column into a DECIMAL that overflows."""
 import itertools
@@ -9,7 +9,7 @@ import sqlglot
 
 import dpsql
 from dpsql.frontend.dialect import Dpsql
-from dpsql.frontend.totality import fold, is_total, narrow_dates, string_length, string_too_long
+from dpsql.sql.totality import literals_as_doubles, is_total, narrow_dates, string_length, string_too_long
 
 TYPES = {
     "ti": "TINYINT", "si": "SMALLINT", "i": "INTEGER", "bi": "BIGINT", "hi": "HUGEINT", "uti": "UTINYINT",
@@ -44,7 +44,7 @@ def parse(text):
 
 def runs_on_every_row(con, text, wrap_try):
     """Evaluate on every adversarial row; binder errors (free refusals, data-independent) skip."""
-    node = fold(parse(text))
+    node = literals_as_doubles(parse(text))
     expression = f"TRY({node.sql('duckdb')})" if wrap_try else node.sql("duckdb")
     try:
         relation = con.sql(f"SELECT {expression} FROM t")
@@ -123,7 +123,7 @@ def test_try_does_not_catch_everything(con):
 def test_decimal_literals_become_doubles():
     """0.5 would be a DECIMAL in DuckDB, and a BIGINT column compared with it is cast to a DECIMAL
     that a large value overflows; as a DOUBLE it cannot."""
-    assert fold(parse("bi > 0.0000000000000000000000000000000001 AND d < 1.5 AND i = 3")).sql() == \
+    assert literals_as_doubles(parse("bi > 0.0000000000000000000000000000000001 AND d < 1.5 AND i = 3")).sql() == \
         "bi > 0.0000000000000000000000000000000001e0 AND d < 1.5e0 AND i = 3"
 
 

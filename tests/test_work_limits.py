@@ -15,7 +15,7 @@ import pytest
 import dpsql
 from dpsql import testing
 from dpsql.accounting.ledger import RECORDED_CHARS
-from dpsql.accounting.replay import normalise_sql
+from dpsql.api.replay import normalise_sql
 from dpsql.engines.turns import Turns
 from dpsql.limits import WorkLimits
 

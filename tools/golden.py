@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 
 import dpsql
-from dpsql.accounting.replay import plan_signature
-from dpsql.accounting.replay import normalise_sql
+from dpsql.api.replay import plan_signature
+from dpsql.api.replay import normalise_sql
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCEPT = ROOT / "grammar" / "accept"

@@ -2,7 +2,7 @@
 """SmartNoise SQL's own PUMS test queries, run through dpsql with SmartNoise's metadata unchanged.
 
 The metadata (``PUMS_pid.yaml``, SmartNoise's ``datasets/PUMS_pid.yaml``) is converted by
-``dpsql.smartnoise.convert`` (what ``dpsql policy import`` does); the queries
+``dpsql.policy.smartnoise.convert`` (what ``dpsql policy import`` does); the queries
 (``pums_queries.sql``, collected from SmartNoise's ``sql/tests``) run as written, at epsilon 1 and
 the imported policy's default delta. The table is a PUMS-like one: a CSV of the real sample
 (``--csv PUMS_pid.csv``) or, by default, a synthetic table of the same columns and ranges (so the
@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))   # run from a checkout
 
 import dpsql  # noqa: E402
-from dpsql.smartnoise import convert, load_metadata  # noqa: E402
+from dpsql.policy.smartnoise import convert, load_metadata  # noqa: E402
 
 METADATA = HERE / "PUMS_pid.yaml"
 QUERIES = HERE / "pums_queries.sql"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
-from dpsql.policy import Policy
+from dpsql.policy.model import Policy
 
 FORMAT = "dpsql-ledger/1"   # the replay keys' scheme (named after the ledger format that began it)
 

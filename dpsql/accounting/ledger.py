@@ -12,7 +12,7 @@ Storage only: the SQL text and plan summary arrive as strings and are kept as gi
 ``RECORDED_CHARS`` characters each (``recorded``): a record's size is bounded whatever the query, so
 free queries (public tables only, recorded at epsilon 0) cannot grow the file without bound. Where the file
 lives and how it fails closed: ``accounting/store.py``; replay keys and data versions:
-``accounting/replay.py``; analysts: ``accounting/analysts.py``; which policy changes keep the history:
+``api/replay.py`` and ``engines/versions.py``; analysts: ``accounting/analysts.py``; which policy changes keep the history:
 ``accounting/policies.py``.
 
 >>> from dpsql.policy import load_policy
@@ -45,7 +45,7 @@ from dpsql.accounting.budget import BASIC, COMPOSITIONS, Budget, Charge, Cost, c
 from dpsql.accounting.identity import policy_document
 from dpsql.accounting.store import MEMORY, LedgerError, Store, default_ledger_path, encode_answer, now
 from dpsql.errors import AuthError, InternalError
-from dpsql.policy import Policy
+from dpsql.policy.model import Policy
 
 
 RECORDED_CHARS = 4096   # of a charge's SQL text and plan summary (a TPC-H query is 1-2 KB)

@@ -20,7 +20,8 @@ from dpsql.plan.aggregates import AGGREGATES, released_directly
 from dpsql.plan.text import CONFIDENCE
 
 if TYPE_CHECKING:
-    from dpsql.plan.model import Output, Plan
+    from dpsql.plan.model import Plan
+    from dpsql.plan.parts import Output
 
 # More people than live on Earth: no exact answer can exceed what this many units contribute at
 # most (each moves a measurement by at most its sensitivity), whatever the table holds.

@@ -21,7 +21,6 @@ from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
 from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
-from dpsql.accounting import replay
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
@@ -34,11 +33,14 @@ from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
 from dpsql.frontend import size
 from dpsql.limits import Deadline, WorkLimits, check_seconds
-from dpsql.policy import Policy, load_policy
+from dpsql.policy.loading import load_policy
+from dpsql.policy.model import Policy
 from dpsql.lower.rewrite import rewrite
+from dpsql.engines import versions
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.frontend.validate import validate
-from dpsql.accounting.replay import plan_signature
+from dpsql.api import replay
+from dpsql.api.replay import plan_signature
 from dpsql.api.result import Result
 from dpsql.api.plan_cache import Entry, PlanCache, key as plan_key
 
@@ -62,7 +64,7 @@ class PrivateConnection:
         self.policy = policy
         self.limits = limits or WorkLimits()   # what one request may ask (dpsql/limits.py)
         self._ledger = ledger
-        self._data_version = data_version or replay.connection_data_version()
+        self._data_version = data_version or versions.connection_data_version()
         self._source = randomness.as_random_source(rng)
         self._noise = noise.NoiseBuffer()
         self._lock = threading.Lock()
@@ -200,7 +202,7 @@ class PrivateConnection:
     def _private(self, sql: str, planned: Entry, fresh: bool, analyst: str | None, clock: Deadline) -> Result:
         """A DP query: bound, charged, run (inside the caller's turn of the engine)."""
         plan = planned.plan
-        relation = self._engine.bind(plan.rewritten_sql)
+        bound = self._engine.bind(plan.rewritten_sql)
         cost = self._ledger.cost(plan)
         if planned.normalised is None:
             text, names = replay.normalise_sql(sql)
@@ -219,7 +221,7 @@ class PrivateConnection:
         try:
             with self._lock:
                 self._noise.clear()   # no draw outlives its query
-            table = self._engine.run(relation, clock)
+            table = self._engine.run(bound, clock)
         except DeadlineExceeded as stopped:
             # Whether a query ends before its deadline depends on its running time, which the analyst
             # sees anyway: the stop is a function of that time and tells nothing it does not. Spent.
@@ -241,11 +243,11 @@ class PrivateConnection:
         Recorded in the history at epsilon 0, without its answer (nothing to replay: running it again
         gives the same rows). Public data: an engine error's message is safe to show, and so are its
         stops (the deadline, more rows than ``limits.max_rows``)."""
-        relation = self._engine.bind(plan.rewritten_sql)
+        bound = self._engine.bind(plan.rewritten_sql)
         ticket = self._ledger.reserve(ZERO, sql=replay.normalise_sql(plan.sql)[0], plan=plan.summary,
                                       data_version=self._data_version, analyst=analyst)
         try:
-            table = self._engine.run(relation, clock, max_rows=self.limits.max_rows)
+            table = self._engine.run(bound, clock, max_rows=self.limits.max_rows)
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError) as e:
             self._ledger.fail(ticket)
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -348,7 +350,7 @@ def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger
         rng: trusted callers only (tests): a seeded ``numpy.random.Generator``; default the OS CSPRNG.
         data_version: names the data behind a connection object or DataFrames, so identical queries are
             replayed across connections to the same data; default a per-connection token. Files (a
-            database, sources) are named by their identities (accounting/replay.py).
+            database, sources) are named by their identities (engines/versions.py).
         limits: what one request may ask (``dpsql.limits.WorkLimits``: SQL size, outputs, tables, rows of
             an answer, a default deadline); see README, "Limits".
     Raises:
@@ -374,11 +376,11 @@ def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger
     engine = DuckDBEngine.open(con_or_path, pol)
     try:
         read = engine.read_sources(pol)   # before the lock-down: dpsql reads the files itself
-        stable = None if engine.opaque else replay.file_data_version(engine.path, read)   # after the read-only open
+        stable = None if engine.opaque else versions.file_data_version(engine.path, read)   # after the read-only open
         bound = engine.bind_policy(pol, f"__dpsql_keys_{secrets.token_hex(6)}", stable)
         engine.lock_down()
         if data_version is not None or stable is None:
-            stable = replay.connection_data_version(data_version, read)
+            stable = versions.connection_data_version(data_version, read)
         engine.check_unchanged()   # the files are those the version names
         # The ledger binds to the policy as written, not as bound to the schema.
         book = ledgers.Ledger(ledgers.default_ledger_path(home) if ledger is None else ledger, pol)

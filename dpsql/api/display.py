@@ -12,15 +12,15 @@ import json
 import math
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import duckdb
+import pyarrow as pa
 from sqlglot import exp
 
 from dpsql.plan.kinds import OutputKind
+from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
-
-if TYPE_CHECKING:
-    from dpsql.api.result import Result
 
 NOISY = "~"
 
@@ -83,6 +83,18 @@ def is_number_or_null(value: Any) -> bool:
 
 
 @dataclass(frozen=True)
+class Released:
+    """What display reads of a Result (api/result.py): its rows, its plan, and what the footer says."""
+    table: pa.Table
+    plan: Plan | PublicPlan
+    replayed: bool = False
+    warnings: tuple[str, ...] | list[str] = ()
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+
+@dataclass(frozen=True)
 class Shown:
     """One displayed column: its name, type (with the noisy mark) and cells, intervals merged in."""
     name: str
@@ -91,12 +103,12 @@ class Shown:
     numeric: bool
 
 
-def shown_columns(result: Result, max_rows: int | None = None) -> tuple[list[Shown], int]:
+def shown_columns(result: Released, max_rows: int | None = None) -> tuple[list[Shown], int]:
     """The columns to display and how many rows they hold (the first and last when over max_rows)."""
-    table, n = result.arrow(), len(result)
+    table, n = result.table, len(result)
     picked = list(range(n)) if max_rows is None or n <= max_rows else \
         list(range(max_rows - max_rows // 2)) + list(range(n - max_rows // 2, n))
-    names, types = result.columns, result.types
+    names, types = table.column_names, column_types(table)
     noisy, merged = noisy_columns(result), set()
     shown = []
     for i, name in enumerate(names):
@@ -115,7 +127,7 @@ def shown_columns(result: Result, max_rows: int | None = None) -> tuple[list[Sho
     return shown, len(picked)
 
 
-def noisy_columns(result: Result) -> set[str]:
+def noisy_columns(result: Released) -> set[str]:
     """Released columns that carry noise: aggregates, and expressions over them."""
     outputs = getattr(result.plan, "outputs", ())
     slots = {f"o{i}" for i, o in enumerate(outputs) if o.kind.aggregate}
@@ -127,7 +139,7 @@ def noisy_columns(result: Result) -> set[str]:
     return noisy
 
 
-def footer(result: Result, shown_rows: int) -> list[str]:
+def footer(result: Released, shown_rows: int) -> list[str]:
     """The row count, what ``~`` and ``[low, high]`` mean, and the warnings."""
     n, plan = len(result), result.plan
     rows = f"{n} row{'' if n == 1 else 's'}" + (f" ({shown_rows} shown)" if shown_rows < n else "")
@@ -135,14 +147,14 @@ def footer(result: Result, shown_rows: int) -> list[str]:
     if noisy_columns(result):
         lines.append(f"{NOISY} noisy: differentially private (epsilon {plan.epsilon:g}, delta {plan.delta:g})"
                      + ("; replayed at no cost" if result.replayed else ""))
-    if getattr(plan, "confidence", None) is not None and any("_ci_low" in c for c in result.columns):
+    if getattr(plan, "confidence", None) is not None and any("_ci_low" in c for c in result.table.column_names):
         lines.append(f"[low, high]: {plan.confidence * 100:g}% confidence intervals")
     if isinstance(plan, PublicPlan):
         lines.append("exact: public tables only, no budget spent")
     return lines + [f"warning: {w}" for w in result.warnings]
 
 
-def box_table(result: Result, max_rows: int | None = 40) -> str:
+def box_table(result: Released, max_rows: int | None = 40) -> str:
     """DuckDB's box rendering: names, types, rows; then the footer."""
     shown, count = shown_columns(result, max_rows)
     if not shown:
@@ -167,7 +179,7 @@ def box_table(result: Result, max_rows: int | None = 40) -> str:
     return "\n".join(out + footer(result, count))
 
 
-def html_table(result: Result, max_rows: int | None = 100) -> str:
+def html_table(result: Released, max_rows: int | None = 100) -> str:
     """An HTML table for Jupyter: types under names, noisy columns marked, intervals beside values."""
     shown, count = shown_columns(result, max_rows)
     esc = html.escape
@@ -181,3 +193,35 @@ def html_table(result: Result, max_rows: int | None = 100) -> str:
     return (f"<table class=\"dpsql-result\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
             f"<small>{notes}</small>")
 
+
+def column_types(table: pa.Table) -> list[str]:
+    """DuckDB's name of each column's type."""
+    return [duckdb_type(t) for t in table.schema.types]
+
+
+_SIMPLE = {"int8": "TINYINT", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT", "uint8": "UTINYINT",
+           "uint16": "USMALLINT", "uint32": "UINTEGER", "uint64": "UBIGINT", "halffloat": "FLOAT", "float": "FLOAT",
+           "double": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR", "large_string": "VARCHAR",
+           "string_view": "VARCHAR", "binary": "BLOB", "large_binary": "BLOB", "date32[day]": "DATE",
+           "date64[ms]": "DATE", "null": '"NULL"'}
+_TIMESTAMPS = {"s": "TIMESTAMP_S", "ms": "TIMESTAMP_MS", "us": "TIMESTAMP", "ns": "TIMESTAMP_NS"}
+
+
+def duckdb_type(t: pa.DataType) -> str:
+    """The name DuckDB gives an Arrow type (as a DuckDBPyRelation's ``types`` would), without opening DuckDB:
+    a connection costs ~150 ms, too much for printing a result."""
+    if str(t) in _SIMPLE:
+        return _SIMPLE[str(t)]
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMP WITH TIME ZONE" if t.tz else _TIMESTAMPS[t.unit]
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    if pa.types.is_time(t):
+        return "TIME"
+    if pa.types.is_duration(t):
+        return "INTERVAL"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"{duckdb_type(t.value_type)}[]"
+    if pa.types.is_struct(t):
+        return "STRUCT(" + ", ".join(f"{f.name} {duckdb_type(f.type)}" for f in t) + ")"
+    return str(duckdb.connect().from_arrow(pa.table({"c": pa.array([], t)})).types[0])   # anything rarer

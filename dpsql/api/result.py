@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class Result:
     """A released answer, materialised once: reading it twice gives the same numbers.
 
-    A lazy relation would re-run the query and redraw noise for free (an averaging attack), so
+    A lazy result (a DuckDBPyRelation) would re-run the query and redraw noise for free (an averaging attack), so
     the rows are fetched exactly once, when the budget is charged. The verbs are DuckDB's
     (``fetchall``, ``fetchone``, ``df``, ``pl``, ``arrow``, ``show``, ``write_parquet``, ...); each
     reads the same rows. ``print(res)`` shows a table; Jupyter shows it as HTML.
@@ -43,7 +43,7 @@ class Result:
     @property
     def types(self) -> list[str]:
         """DuckDB's name of each column's type (``BIGINT``, ``DOUBLE``, ``VARCHAR``, ...)."""
-        return [duckdb_type(t) for t in self._table.schema.types]
+        return display.column_types(self._table)
 
     dtypes = types
 
@@ -72,7 +72,7 @@ class Result:
 
     def fetchall(self) -> list[tuple]:
         """Every row not yet read by fetchone/fetchmany (all of them if neither was called); then the
-        cursor starts over, as a DuckDB relation's does, so a second fetchall gives every row again."""
+        cursor starts over, as a DuckDBPyRelation's does, so a second fetchall gives every row again."""
         rows = self._rows(self._cursor)
         self._cursor = 0
         return rows
@@ -134,54 +134,29 @@ class Result:
 
     def write_csv(self, file_name: str, **options: Any) -> None:
         """Write the rows as CSV (DuckDB's writer and options: ``sep``, ``header``, ``na_rep``, ...)."""
-        self._relation().write_csv(str(file_name), **options)
+        self._in_duckdb().write_csv(str(file_name), **options)
 
     def write_parquet(self, file_name: str, **options: Any) -> None:
         """Write the rows as Parquet (DuckDB's writer and options: ``compression``, ...)."""
-        self._relation().write_parquet(str(file_name), **options)
+        self._in_duckdb().write_parquet(str(file_name), **options)
 
     def show(self, max_rows: int | None = 40) -> None:
         """Print the table (the first and last rows past ``max_rows``; None prints every row)."""
-        print(display.box_table(self, max_rows))
+        print(display.box_table(self._shown(), max_rows))
 
     def __str__(self) -> str:
-        return display.box_table(self)
+        return display.box_table(self._shown())
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        return display.html_table(self)
+        return display.html_table(self._shown())
 
-    def _relation(self) -> duckdb.DuckDBPyRelation:
-        """The released rows as a DuckDB relation of their own, on a private in-memory connection:
+    def _shown(self) -> display.Released:
+        return display.Released(self._table, self.plan, self.replayed, self.warnings)
+
+    def _in_duckdb(self) -> duckdb.DuckDBPyRelation:
+        """The released rows in DuckDB, a DuckDBPyRelation of their own, on a private in-memory connection:
         it reads nothing but these rows (never the database), so writing files from it is safe."""
         con = duckdb.connect()
         return con.from_arrow(self._table)
-
-
-_SIMPLE = {"int8": "TINYINT", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT", "uint8": "UTINYINT",
-           "uint16": "USMALLINT", "uint32": "UINTEGER", "uint64": "UBIGINT", "halffloat": "FLOAT", "float": "FLOAT",
-           "double": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR", "large_string": "VARCHAR",
-           "string_view": "VARCHAR", "binary": "BLOB", "large_binary": "BLOB", "date32[day]": "DATE",
-           "date64[ms]": "DATE", "null": '"NULL"'}
-_TIMESTAMPS = {"s": "TIMESTAMP_S", "ms": "TIMESTAMP_MS", "us": "TIMESTAMP", "ns": "TIMESTAMP_NS"}
-
-
-def duckdb_type(t: pa.DataType) -> str:
-    """The name DuckDB gives an Arrow type (as ``relation.types`` would), without opening DuckDB:
-    a connection costs ~150 ms, too much for printing a result."""
-    if str(t) in _SIMPLE:
-        return _SIMPLE[str(t)]
-    if pa.types.is_timestamp(t):
-        return "TIMESTAMP WITH TIME ZONE" if t.tz else _TIMESTAMPS[t.unit]
-    if pa.types.is_decimal(t):
-        return f"DECIMAL({t.precision},{t.scale})"
-    if pa.types.is_time(t):
-        return "TIME"
-    if pa.types.is_duration(t):
-        return "INTERVAL"
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return f"{duckdb_type(t.value_type)}[]"
-    if pa.types.is_struct(t):
-        return "STRUCT(" + ", ".join(f"{f.name} {duckdb_type(f.type)}" for f in t) + ")"
-    return str(duckdb.connect().from_arrow(pa.table({"c": pa.array([], t)})).types[0])   # anything rarer

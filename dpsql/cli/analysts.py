@@ -16,7 +16,7 @@ import click
 from dpsql.accounting.ledger import Ledger, default_ledger_path
 from dpsql.cli.render import render_table
 from dpsql.errors import EXIT_CODES, DpsqlError
-from dpsql.policy import load_policy
+from dpsql.policy.loading import load_policy
 
 
 

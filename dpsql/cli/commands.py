@@ -27,19 +27,17 @@ from dpsql.accounting.ledger import MEMORY, Ledger, default_ledger_path
 from dpsql.cli import analysts as analysts_cli
 from dpsql.cli import demo as demo_module
 from dpsql.cli import ledger as ledger_cli
-from dpsql.errors import DpsqlError
+from dpsql.cli import policy_cmd
 from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
 from dpsql.cli import config
 from dpsql.cli.output import FORMATS, output_format, render, write
 from dpsql.cli.progress import spinner
 from dpsql.cli.render import render_budget
+from dpsql.cli.reporting import EXIT_FAILED, reporting_errors
 from dpsql.api.advice import plan_warnings
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
-from dpsql.policy import load_policy
-
-EXIT_FAILED = 1
-
+from dpsql.policy.loading import load_policy
 
 class _Command(click.Command):
     """A click command whose usage errors exit 1, not click's 2 (2 means "refused by dpsql")."""
@@ -69,37 +67,6 @@ def _usage_errors_exit_1() -> Iterator[None]:
     except click.UsageError as err:
         err.exit_code = EXIT_FAILED
         raise
-
-
-@contextlib.contextmanager
-def _reporting_errors(*, show_details: bool = True) -> Iterator[None]:
-    """Turn library errors into exit codes.
-
-    ``show_details=False`` withholds the text of unexpected (non-dpsql) exceptions: once a query
-    reaches the engine, a raw engine message could quote a row value, and the analyst must only
-    see what dpsql deliberately releases.
-    """
-    try:
-        yield
-    except DpsqlError as err:
-        click.echo(err.format(), err=True)
-        raise SystemExit(err.exit_code) from None
-    except (click.ClickException, click.exceptions.Exit, click.Abort):
-        raise
-    except Exception as err:  # noqa: BLE001 - the CLI's job is a clean message, not a traceback
-        if show_details:
-            click.echo(f"error: {_one_line(err)}", err=True)
-        else:
-            click.echo(f"error: the query failed unexpectedly ({type(err).__name__}); "
-                       "details are withheld; this is probably a bug in dpsql", err=True)
-        raise SystemExit(EXIT_FAILED) from None
-
-
-def _one_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    text = lines[0] if lines else ""
-    name = type(err).__name__
-    return f"{name}: {text}" if text else name
 
 
 # --- shared options ------------------------------------------------------------------------------
@@ -159,7 +126,7 @@ def _setup(kwargs) -> dict:
 
 def _connect(db_path: str, policy_path: str, **kwargs):
 
-    with _reporting_errors(show_details=True):
+    with reporting_errors(show_details=True):
         return dpsql.connect(db_path, policy=policy_path, **kwargs)
 
 
@@ -223,7 +190,7 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
     with spinner("running the query"):
         db = _connect(db_path, policy_path, ledger=ledger) if server is None else \
             remote_for(server, db_path=db_path, policy_path=policy_path, ledger=ledger)
-        with _reporting_errors(show_details=server is not None):   # a remote error holds no data
+        with reporting_errors(show_details=server is not None):   # a remote error holds no data
             res = db.sql(text, epsilon=epsilon, delta=delta, fresh=fresh, ci=ci, nonnegative=not raw_counts)
     if getattr(res, "replayed", False) is True:
         click.echo("note: the same answer as an identical earlier query; no budget spent "
@@ -233,7 +200,7 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
     for warning in getattr(res, "warnings", ()):
         click.echo(f"warning: {warning}", err=True)
     # Render fully before writing: a refusal leaves stdout, and -o's file, as they were.
-    with _reporting_errors(show_details=True):
+    with reporting_errors(show_details=True):
         write(render(res, fmt), output_path)
 
 
@@ -264,7 +231,7 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
     with spinner("planning the query"):   # reading files into memory at connect may take a while
         db = _connect(db_path, policy_path, ledger=MEMORY) if server is None else \
             remote_for(server, db_path=db_path, policy_path=policy_path)
-        with _reporting_errors(show_details=server is not None):   # a remote error holds no data
+        with reporting_errors(show_details=server is not None):   # a remote error holds no data
             plan = db.explain(text, epsilon=epsilon, delta=delta)
     for warning in plan_warnings(plan) if isinstance(plan, Plan) else ():
         click.echo(f"warning: {warning}", err=True)
@@ -295,7 +262,7 @@ def budget(server, policy_path, ledger, db_path, fmt):
 
     if server is not None:
         db = remote_for(server, db_path=db_path, policy_path=policy_path, ledger=ledger)
-        with _reporting_errors(show_details=True):
+        with reporting_errors(show_details=True):
             state = db.budget
         click.echo(json.dumps({"server": db.url, **state.as_dict()}, indent=2, allow_nan=False) if fmt == "json"
                    else render_budget(state), nl=fmt == "json")
@@ -338,7 +305,7 @@ def demo(directory, rows, serve_it):
             --db ./dpsql-demo/demo.duckdb --policy ./dpsql-demo/policy.yaml
     """
 
-    with _reporting_errors(show_details=True):
+    with reporting_errors(show_details=True):
         if serve_it and directory is None:   # the server needs the files after the tour
             directory = tempfile.mkdtemp(prefix="dpsql-demo-")
         demo_module.run(dir=directory, out=click.echo, rows=rows)
@@ -351,8 +318,7 @@ main.add_command(serve)
 main.add_command(analysts_cli.analyst)
 main.add_command(ledger_cli.ledger)
 
-from dpsql.cli.policy_cmd import policy as _policy  # noqa: E402 - the group registers after main
-main.add_command(_policy)
+main.add_command(policy_cmd.policy)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,7 @@ import click
 
 from dpsql.accounting.ledger import Ledger
 from dpsql.cli.analysts import show, with_ledger
-from dpsql.policy import load_policy
+from dpsql.policy.loading import load_policy
 
 
 @click.group()

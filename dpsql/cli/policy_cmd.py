@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 import duckdb
 
-from dpsql import smartnoise
+from dpsql.policy import smartnoise
+from dpsql.cli.reporting import reporting_errors
 from dpsql.errors import PolicyError
 
 
@@ -46,9 +47,7 @@ def import_(metadata, output, db_path, epsilon, delta):
         dpsql query "SELECT TOP 5 educ, AVG(income) FROM PUMS.PUMS GROUP BY educ" \\
             --db pums.duckdb --policy policy.yaml --delta 1e-6
     """
-    from dpsql.cli.commands import _reporting_errors   # the CLI's one place for exit codes
-
-    with _reporting_errors(show_details=True):
+    with reporting_errors(show_details=True):
         keys_from = None
         con = None
         if db_path is not None:

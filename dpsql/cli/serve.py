@@ -105,7 +105,7 @@ def prepare_demo(directory: str, epsilon: float = 5.0) -> tuple[str, str, str]:
 
     from dpsql.accounting.ledger import Ledger, default_ledger_path
     from dpsql.cli import demo as demo_module
-    from dpsql.policy import load_policy
+    from dpsql.policy.loading import load_policy
 
     db_path = str(Path(directory) / demo_module.DB_NAME)
     policy_path = str(Path(directory) / demo_module.POLICY_NAME)

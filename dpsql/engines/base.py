@@ -11,7 +11,7 @@ from typing import Any, Callable, Hashable, Protocol
 import pyarrow as pa
 
 from dpsql.limits import Deadline
-from dpsql.policy import ColumnPolicy, Policy
+from dpsql.policy.model import ColumnPolicy, Policy
 
 
 class Engine(Protocol):

@@ -14,15 +14,16 @@ from typing import Any, Callable, Hashable, Iterator, Mapping
 import duckdb
 import pyarrow as pa
 
-from dpsql.accounting.replay import file_data_version
 from dpsql.engines import duckdb_sources as sources
 from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables, repeats_as_compared, \
     table_schema
 from dpsql.engines.turns import Turns
+from dpsql.engines.versions import file_data_version
 from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct
 from dpsql.limits import NO_DEADLINE, Deadline
-from dpsql.policy import ColumnPolicy, Policy, TablePolicy
-from dpsql.policy_source import Source, format_of
+from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
+from dpsql.policy.model import Source
+from dpsql.policy.sources import format_of
 
 # DuckDB settings of the connection that runs analysts' queries. top_n_window_elimination makes the
 # per-unit `ROW_NUMBER() <= L` filter 1.6-3x slower and 2x hungrier (measured at 10M rows).

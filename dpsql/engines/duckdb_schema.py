@@ -18,22 +18,12 @@ import duckdb
 from sqlglot import exp
 
 from dpsql.errors import PolicyError
-from dpsql.frontend.compare import BARE, Form, key_form, pairing
-from dpsql.frontend.literals import temporal_type
-from dpsql.policy import ColumnPolicy, Link, Policy, TablePolicy
+from dpsql.sql.compare import BARE, Form, key_form, pairing
+from dpsql.sql.literals import key_text
+from dpsql.sql.types import is_numeric, temporal_type
+from dpsql.policy.model import ColumnPolicy, Link, Policy, TablePolicy
 
-NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-                 "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL")
-STRING_TYPES = ("VARCHAR",)
 KEY_LITERALS_MAX = 256   # longer key sets live in TEMP tables (key_tables); measured crossover ~200-1000
-
-
-def is_numeric(sql_type: str) -> bool:
-    return sql_type.split("(")[0] in NUMERIC_TYPES
-
-
-def is_string(sql_type: str) -> bool:
-    return sql_type.split("(")[0] in STRING_TYPES
 
 
 def _fail(message: str) -> PolicyError:
@@ -107,7 +97,7 @@ def _check_date_bounds(col: ColumnPolicy, sql_type: str, path: str) -> None:
 
 def _bind_link(link: Link, schemas: dict[str, dict[str, str]]) -> None:
     """Both ends of a link exist and the comparison builder can compare them on every row
-    (frontend/compare.py: the form the link is joined in, and its key checked unique in)."""
+    (sql/compare.py: the form the link is joined in, and its key checked unique in)."""
     path = f"tables.{link.table}.privacy_unit"
     via = schemas[link.table].get(link.column)
     if via is None:
@@ -177,7 +167,7 @@ def repeats_a_value(con: duckdb.DuckDBPyConnection, table: str, column: str) -> 
 
 
 def compared(form: Form, column: str) -> str:
-    """``column`` as a comparison in ``form`` writes it (frontend/compare.py), as SQL."""
+    """``column`` as a comparison in ``form`` writes it (sql/compare.py), as SQL."""
     return form.apply(exp.column(column, quoted=True)).sql(dialect="duckdb")
 
 
@@ -261,10 +251,3 @@ def key_tables(policy: Policy, con: duckdb.DuckDBPyConnection, prefix: str) -> P
 def cast_keys(sql_type: str) -> str:
     """A query of the keys passed as one list of texts, each cast to the column's type."""
     return f"SELECT CAST(k AS {sql_type}) FROM (SELECT UNNEST(?) AS k)"
-
-
-def key_text(value) -> str:
-    """A key as SQL text that casts back to itself (booleans lower-case, dates in ISO form)."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    return value.isoformat() if hasattr(value, "isoformat") else str(value)

@@ -27,8 +27,9 @@ from typing import Any, Iterator, Mapping
 import duckdb
 
 from dpsql.errors import PolicyError
-from dpsql.policy import Policy
-from dpsql.policy_source import Source, format_of
+from dpsql.policy.model import Policy
+from dpsql.policy.model import Source
+from dpsql.policy.sources import format_of
 
 READERS = {"parquet": "read_parquet", "csv": "read_csv"}
 OPTIONS = (("hive_partitioning", "hive_partitioning"), ("union_by_name", "union_by_name"),

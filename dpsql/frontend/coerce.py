@@ -33,7 +33,8 @@ from typing import Callable
 
 from sqlglot import exp
 
-from dpsql.frontend.totality import COMPARISONS, FLOAT_TYPES, INTEGER_RANGES, base_type
+from dpsql.sql.totality import COMPARISONS
+from dpsql.sql.types import FLOAT_TYPES, INTEGER_RANGES, base_type
 
 Types = Callable[[str], "str | None"]
 _INTEGER_TEXT = re.compile(r"\s*([+-]?)(\d+)\s*")

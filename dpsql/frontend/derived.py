@@ -43,10 +43,10 @@ from sqlglot import exp
 
 import dataclasses
 
-from dpsql.frontend.literals import temporal_literal, temporal_type
-from dpsql.frontend.totality import BOOLEAN, INTEGER_TYPES, NUMBER, base_type, type_family
-from dpsql.plan.sensitivity import MAX_BOUND
-from dpsql.policy import ColumnPolicy, TablePolicy
+from dpsql.sql.literals import temporal_literal
+from dpsql.sql.types import BOOLEAN, INTEGER_TYPES, NUMBER, base_type, temporal_type, type_family
+from dpsql.policy.bounds import MAX_BOUND
+from dpsql.policy.model import ColumnPolicy, TablePolicy
 
 MAX_DERIVED_KEYS = 10_000   # groups one derived GROUP BY column may release
 MONTHS = {"YEAR": 12, "QUARTER": 3, "MONTH": 1}   # the calendar periods, in months

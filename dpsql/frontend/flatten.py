@@ -14,7 +14,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedConstruct
-from dpsql.frontend.parse import span
+from dpsql.sql.positions import span
 from dpsql.frontend.suggest import did_you_mean
 
 MAX_DEPTH = 16

@@ -42,8 +42,8 @@ from typing import Any, Callable
 
 from sqlglot import exp
 
-from dpsql.frontend.literals import is_date, temporal_literal, temporal_value
-from dpsql.frontend.parse import span
+from dpsql.sql.literals import is_date, temporal_literal, temporal_value
+from dpsql.sql.positions import span
 
 INTEGER, BIGINT, DECIMAL, DOUBLE = "INTEGER", "BIGINT", "DECIMAL", "DOUBLE"
 BOOLEAN, VARCHAR, DATE, TIMESTAMP, INTERVAL = "BOOLEAN", "VARCHAR", "DATE", "TIMESTAMP", "INTERVAL"

@@ -20,7 +20,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from dpsql.frontend.totality import INTEGER_TYPES, NUMBERS
+from dpsql.sql.types import INTEGER_TYPES, NUMBERS
 
 Interval = tuple[float, float]
 

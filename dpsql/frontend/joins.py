@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dpsql.errors import PrivacyViolation, UnsupportedConstruct
-from dpsql.frontend.compare import compare
+from dpsql.sql.compare import compare
 from dpsql.frontend.lookups import lookups
-from dpsql.frontend.parse import span
-from dpsql.lower.sql import col
-from dpsql.policy import Policy, TablePolicy
+from dpsql.sql.positions import span
+from dpsql.sql.build import col
+from dpsql.policy.model import Policy, TablePolicy
 from dpsql.frontend import semijoins
 from dpsql.frontend.relation import Instance, build, conjuncts, resolve as _resolve
 from dpsql.frontend.suggest import unknown_table
@@ -47,7 +47,7 @@ def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=Unsuppo
 @dataclass
 class Edge:
     """An equality ``a.x = b.y`` between two instances, from an ON or from WHERE (``node``, as the
-    user wrote it), and as the relation's SQL compares it (``written``: frontend/compare.py)."""
+    user wrote it), and as the relation's SQL compares it (``written``: sql/compare.py)."""
     a: str
     a_column: str
     b: str
@@ -238,7 +238,7 @@ def _disjuncts(node: exp.Expression) -> list[exp.Expression]:
 def _write(edge: Edge, instances: dict[str, Instance], sql: str) -> None:
     """The edge as the relation's SQL compares it: by the comparison builder, so that no row can make it
     fail (a DATE against a TIMESTAMP_NS fails past 2262 unguarded), strings byte for byte, and in the
-    form in which a link's key and a lookup's columns are checked unique (frontend/compare.py)."""
+    form in which a link's key and a lookup's columns are checked unique (sql/compare.py)."""
     operands: list = []
     for alias, column in ((edge.a, edge.a_column), (edge.b, edge.b_column)):
         policy = instances[alias].table.columns.get(column)

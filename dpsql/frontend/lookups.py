@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dpsql.errors import UnsupportedConstruct
-from dpsql.frontend.compare import Form, key_form
-from dpsql.frontend.parse import span
+from dpsql.sql.compare import Form, key_form
+from dpsql.sql.positions import span
 from dpsql.frontend.relation import Instance
 
 RULE = "public_tables_as_lookups"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from dpsql.plan.sensitivity import MAX_BOUND
+from dpsql.policy.bounds import MAX_BOUND
 
 NUMERIC_OPTIONS = ("epsilon", "delta", "max_groups_contributed")
 OPTIONS = (*NUMERIC_OPTIONS, "privacy_unit_column")

@@ -13,61 +13,11 @@ from sqlglot.errors import ParseError, TokenError
 
 from dpsql.frontend.dialect import Dpsql
 from dpsql.errors import SqlSyntaxError, UnsupportedConstruct
+from dpsql.sql.positions import offset_of, span
 
 DIALECT = Dpsql
 # DuckDB's own schemas and catalogs: a table qualified by one of them is not a SmartNoise-style name.
 ENGINE_SCHEMAS = {"main", "temp", "system", "memory", "information_schema", "pg_catalog"}
-
-
-
-def offset_of(sql: str, line: int, col: int) -> int:
-    """0-based character offset of a 1-based (line, col) position; sqlglot's col ends the token."""
-    lines = sql.split("\n")
-    line = max(1, min(line, len(lines)))
-    return sum(len(text) + 1 for text in lines[: line - 1]) + max(0, min(col, len(lines[line - 1])) - 1)
-
-
-def span(node: exp.Expression | None, sql: str | None = None) -> tuple[int | None, int | None]:
-    """Character span (start, end) covering every positioned token of a node's subtree.
-
-    Some nodes (e.g. ``random()``) carry no position: then the nearest positioned ancestor's is used.
-    With ``sql``, the span also covers the closing parentheses and the END of a CASE that the node's
-    own tokens leave out (``SUM(x`` becomes ``SUM(x)``).
-    """
-    while node is not None:
-        starts, ends = [], []
-        for n in node.walk():
-            meta = getattr(n, "meta", None) or {}
-            if "start" in meta:
-                starts.append(meta["start"])
-                ends.append(meta["end"])
-        if starts:
-            start, end = min(starts), max(ends)
-            return (start, _closed(sql, start, end, node)) if sql else (start, end)
-        node = node.parent
-    return None, None
-
-
-_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|[()]|\bEND\b", re.S | re.I)
-
-
-def _closed(sql: str, start: int, end: int, node: exp.Expression) -> int:
-    """``end`` moved past the parentheses opened inside [start, end] (and a CASE's END), skipping strings."""
-    depth = sum(+1 if t.group() == "(" else -1 if t.group() == ")" else 0
-                for t in _TOKENS.finditer(sql, start, end + 1))
-    cases = isinstance(node, exp.Case)
-    for token in _TOKENS.finditer(sql, end + 1):
-        text = token.group()
-        if depth > 0 and text in "()":
-            depth += 1 if text == "(" else -1
-            end = token.end() - 1
-        elif cases and depth == 0 and text.upper() == "END":
-            end, cases = token.end() - 1, False
-        if depth == 0 and not cases:
-            break
-        if depth < 0:
-            break
-    return end
 
 
 def parse(sql: str) -> exp.Expression:

@@ -19,11 +19,13 @@ from dpsql.errors import PrivacyViolation, UnsupportedConstruct
 from dpsql.frontend.flatten import inline_ctes
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
-from dpsql.frontend.parse import span
-from dpsql.frontend.totality import NUMBER, family, is_total, type_family
+from dpsql.sql.positions import span
+from dpsql.sql.totality import family, is_total
+from dpsql.sql.types import NUMBER, type_family
 from dpsql.frontend.validate import validate
-from dpsql.lower.guard import guarded, narrow_dates, quoted
-from dpsql.policy import ColumnPolicy, Policy, TablePolicy
+from dpsql.sql.guard import guarded, quoted
+from dpsql.sql.totality import narrow_dates
+from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 
 PER_PERSON = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 
@@ -56,12 +58,12 @@ def per_person(select: exp.Expression, sql: str, policy: Policy) -> tuple[exp.Ex
     _check_shape(inner, table, sql)
     names = _names(inner, source, sql)
     alias = source.alias.lower() if source.alias else "per_person"
-    relation = _relation(inner, table, names, alias, sql, inner_policy)
+    per_person_table = _per_person_table(inner, table, names, alias, sql, inner_policy)
     table_node = exp.Table(this=exp.to_identifier(alias))
     table_node.this.meta.update({k: v for k, v in (source.args["alias"].this.meta if source.args.get("alias")
                                                    else {}).items() if k in ("line", "col", "start", "end")})
     select.args["from_"].set("this", table_node)
-    return select, dataclasses.replace(policy, tables={**policy.tables, alias: relation})
+    return select, dataclasses.replace(policy, tables={**policy.tables, alias: per_person_table})
 
 
 def _check_shape(inner: exp.Select, table: TablePolicy, sql: str) -> None:
@@ -98,7 +100,7 @@ def _names(inner: exp.Select, source: exp.Subquery, sql: str) -> list[str]:
     return names
 
 
-def _relation(inner: exp.Select, table: TablePolicy, names: list[str], alias: str, sql: str,
+def _per_person_table(inner: exp.Select, table: TablePolicy, names: list[str], alias: str, sql: str,
               policy: Policy) -> TablePolicy:
     """The per-person table: its SQL (grouped by the unit, filters guarded, arguments total) and columns."""
     types = lambda c: table.columns[c].sql_type if c in table.columns else None  # noqa: E731

@@ -32,12 +32,12 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedConstruct
-from dpsql.frontend.parse import span
+from dpsql.sql.positions import span
 from dpsql.frontend.rules.structure import SCALAR_NODES, cast_allowed
 from dpsql.frontend.scope import AGGREGATES, name_of
-from dpsql.frontend.totality import COMPARISONS
+from dpsql.sql.totality import COMPARISONS
 from dpsql.frontend.suggest import unknown_table
-from dpsql.policy import Policy
+from dpsql.policy.model import Policy
 
 RULE = "public_tables_only"
 CTE_PREFIX = "__dpsql_cte_"

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from dpsql.frontend.compare import compare
-from dpsql.lower.sql import col, ident, join as join_node   # nodes, not the builders' parsed strings
-from dpsql.policy import ColumnPolicy, Policy, TablePolicy
+from dpsql.sql.compare import compare
+from dpsql.sql.build import col, ident, join as join_node  # nodes, not the builders' parsed strings
+from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 
 UNIT = "__unit"
 

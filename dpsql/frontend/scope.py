@@ -11,9 +11,9 @@ from dpsql.errors import UnsupportedConstruct
 from dpsql.frontend.derived import DerivedKeys, TooManyKeys, derive, literal_branches
 from dpsql.frontend.intervals import interval
 from dpsql.frontend.options import QueryOptions, number
-from dpsql.frontend.parse import span
-from dpsql.policy import ColumnPolicy, Policy, TablePolicy
-from dpsql.plan.sensitivity import MAX_BOUND
+from dpsql.sql.positions import span
+from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
+from dpsql.policy.bounds import MAX_BOUND
 
 
 QUANTILES = (exp.Median, exp.PercentileCont)   # MEDIAN(x); QUANTILE_CONT(x, q) = PERCENTILE_CONT(x, q)

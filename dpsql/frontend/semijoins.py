@@ -7,8 +7,8 @@ Why it is safe: a row is kept or dropped by rows of ``t`` that belong to the sam
 the unit's key) or to nobody (a public ``t``). Removing one person then changes only that person's
 rows of the relation, so contribution bounding still bounds them. A subquery reads one table, with
 conditions of three kinds: ties and comparisons with the outer row's columns (written by the
-comparison builder, frontend/compare.py, so they cannot fail), and filters on its own columns,
-validated like a WHERE (the same rules) and guarded like one (``lower/guard.py``).
+comparison builder, sql/compare.py, so they cannot fail), and filters on its own columns,
+validated like a WHERE (the same rules) and guarded like one (``sql/guard.py``).
 
 A tie along a link compares in the link's form, the one its key was checked unique in; a tie between
 two tables that reference one key (siblings, or two copies of one table) compares keys of one type,
@@ -22,12 +22,13 @@ import dataclasses
 from sqlglot import exp
 
 from dpsql.errors import PrivacyViolation, UnsupportedConstruct
-from dpsql.frontend.parse import _closed, span
-from dpsql.frontend.compare import compare, normal
+from dpsql.sql.positions import closed_end, span
+from dpsql.sql.compare import compare, normal
 from dpsql.frontend.relation import Instance, conjuncts, resolve
 from dpsql.frontend.validate import validate
-from dpsql.lower.guard import guarded, narrow_dates, quoted
-from dpsql.policy import Policy, TablePolicy
+from dpsql.sql.guard import guarded, quoted
+from dpsql.sql.totality import narrow_dates
+from dpsql.policy.model import Policy, TablePolicy
 
 COMPARE = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
@@ -39,7 +40,7 @@ def _refuse(code: str, message: str, node, sql: str, hint: str = "", cls=Unsuppo
         # EXISTS and SELECT carry no position: start the caret at the keyword, close its parenthesis
         keyword = sql.upper().rfind("EXISTS", 0, start)
         if keyword >= 0:
-            start, end = keyword, _closed(sql, keyword, end, node)
+            start, end = keyword, closed_end(sql, keyword, end, node)
     err = cls(code, message, hint=hint, sql=sql, start=start, end=end)
     err.rule = rule
     return err
@@ -226,7 +227,7 @@ def _check_correlation(correlation, tie: bool, table: TablePolicy, instances: di
 def _correlation(correlation, name: str, table: TablePolicy, instances: dict[str, Instance],
                  sql: str) -> exp.Expression:
     """inner <op> outer with the columns qualified (the subquery's by its alias, the outer's by theirs),
-    as the comparison builder writes it: total on every row (frontend/compare.py)."""
+    as the comparison builder writes it: total on every row (sql/compare.py)."""
     inner_col, outer_col, node = correlation
     op = exp.EQ if isinstance(node, exp.In) else type(node)
     left_inner = isinstance(node, exp.In) or node.this is inner_col

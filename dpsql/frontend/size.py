@@ -20,7 +20,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedConstruct
-from dpsql.frontend.parse import span
+from dpsql.sql.positions import span
 from dpsql.frontend.scope import AGGREGATES
 from dpsql.limits import WorkLimits
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from typing import Iterable
 
-from dpsql.policy import Policy, TablePolicy
+from dpsql.policy.model import Policy, TablePolicy
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

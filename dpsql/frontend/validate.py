@@ -20,7 +20,7 @@ from dpsql.errors import DpsqlError
 from dpsql.frontend.coerce import coerce_literals, unit_counts
 from dpsql.frontend.derived import key_bounds
 from dpsql.frontend.options import query_options
-from dpsql.policy import Policy
+from dpsql.policy.model import Policy
 from dpsql.frontend.scope import Scope, name_of
 from dpsql.frontend.rules.structure import allowed_nodes, known_columns, one_private_table, single_select, star_only_in_count
 from dpsql.frontend.rules.aggregates import aggregate_arguments, dp_options, quantile_arguments

@@ -5,13 +5,15 @@ from __future__ import annotations
 from sqlglot import exp
 from dpsql.lower import distinct
 from dpsql.plan.exact import Reading
-from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
 from dpsql.plan.quantities import QUANTITIES, Stage
-from dpsql.frontend.totality import type_bounds
-from dpsql.lower.sql import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, select
+from dpsql.sql.types import type_bounds
+from dpsql.sql.build import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, select
 from dpsql.lower.names import columns, key_names, raw_column, value_column
 from dpsql.lower.keys import declared, in_domain, join_key_tables, key_filter
-from dpsql.lower.guard import condition, decimal_total, quoted, safe, user_where
+from dpsql.lower.guard import condition, decimal_total, safe, user_where
+from dpsql.sql.guard import quoted
 from dpsql.lower.noise import scalar_measurements
 
 
@@ -66,9 +68,9 @@ def row_arguments(plan: Plan) -> dict[str, exp.Expression]:
     return values
 
 
-def relation(plan: Plan) -> str | exp.Expression:
-    """What __rows reads: the private table, or a joined relation (frontend/joins.py) as a subquery
-    named like a table, so the rest of the query reads it as one."""
+def rows_from(plan: Plan) -> str | exp.Expression:
+    """What __rows reads: the private table, or a derived table (a relation or a per-person table) as
+    a subquery named like a table, so the rest of the query reads it as one."""
     if plan.table.source is None:
         return plan.table.name
     return exp.Subquery(this=plan.table.source.copy(), alias=exp.TableAlias(this=ident(plan.table.name)))
@@ -102,7 +104,7 @@ def rows_cte(plan: Plan) -> exp.Select:
     conditions = [user_where(plan), *key_filter(plan)]
     if not plan.table.row_level:
         conditions.append(exp.Not(this=exp.Is(this=col(plan.table.privacy_unit), expression=exp.Null())))
-    rows = join_key_tables(select(*projections, source=relation(plan), where=conjunction(conditions)), plan)
+    rows = join_key_tables(select(*projections, source=rows_from(plan), where=conjunction(conditions)), plan)
     if not derived:
         return rows
     return exp.select(*[col(n) for n in passed], *derived).from_(
@@ -133,7 +135,7 @@ RANKS = 2 ** 53   # a partition's random rank lies in [0, RANKS); an undeclared 
 
 def needs_partition_sampling(plan: Plan) -> bool:
     """A unit can only exceed L partitions when there are more than L of them (unknown: private keys),
-    and never when it has one row (a per-person relation, grouped by the unit: one partition each)."""
+    and never when it has one row (a per-person table, grouped by the unit: one partition each)."""
     if plan.table.one_row_per_unit:
         return False
     return plan.partitions is None or plan.partitions > plan.max_groups

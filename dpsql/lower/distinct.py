@@ -17,8 +17,9 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.lower.names import key_names, value_column
-from dpsql.lower.sql import alias, col, ident, num, select
-from dpsql.plan.model import Measurement, Plan
+from dpsql.sql.build import alias, col, ident, num, select
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
 from dpsql.plan.quantities import QUANTITIES, Stage
 
 

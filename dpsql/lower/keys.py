@@ -6,11 +6,12 @@ from __future__ import annotations
 from sqlglot import exp
 from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.plan.model import Plan
-from dpsql.engines.duckdb_schema import key_text
-from dpsql.lower.sql import alias, cast, col, conjunction, ident, join
+from dpsql.sql.literals import key_text
+from dpsql.sql.build import alias, cast, col, conjunction, ident, join
 from dpsql.lower.names import key_names
-from dpsql.lower.guard import column_types, guarded, quoted, safe
-from dpsql.frontend.totality import narrow_dates
+from dpsql.lower.guard import column_types, safe
+from dpsql.sql.guard import guarded, quoted
+from dpsql.sql.totality import narrow_dates
 from dpsql.frontend.derived import branch_choice
 
 

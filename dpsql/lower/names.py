@@ -3,7 +3,8 @@ each measurement's per-row value v_*. One place, so no generated name can collid
 from __future__ import annotations
 
 from dpsql.plan.exact import Columns
-from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
 
 
 def key_names(plan: Plan) -> list[str]:

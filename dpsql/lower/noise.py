@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 from sqlglot import exp
-from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
 from dpsql.plan.quantities import QUANTITIES, Stage
-from dpsql.lower.sql import alias, cast, col, fn, ident, join, num, saturate, table
+from dpsql.sql.build import alias, cast, col, fn, ident, join, num, saturate, table
 from dpsql.lower.names import key_names, value_column
 from dpsql.lower.keys import keys_source
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from sqlglot import exp
 from dpsql.lower import quantile
-from dpsql.plan.model import Measurement, Plan
-from dpsql.lower.sql import alias, cast, col, num, table
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
+from dpsql.sql.build import alias, cast, col, num, table
 from dpsql.lower.names import key_names
-from dpsql.lower.guard import guarded
+from dpsql.sql.guard import guarded
 from dpsql.lower.noise import scalar_measurements
 from dpsql.plan.aggregates import AGGREGATES
 from dpsql.plan.kinds import OutputKind

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dpsql.plan.model import Measurement, Plan
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import Measurement
 from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.lower.noise import noise_call
 from dpsql.lower.names import key_names, value_column
-from dpsql.lower.sql import alias, case_when, cast, col, fn, ident, num, select
+from dpsql.sql.build import alias, case_when, cast, col, fn, ident, num, select
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
 
 # Google's QuantileTree drops children whose noisy count is below this fraction of their total:

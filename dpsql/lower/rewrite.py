@@ -31,7 +31,7 @@ from sqlglot import exp
 
 from dpsql.lower import distinct, quantile
 from dpsql.plan.model import Plan
-from dpsql.lower.sql import DIALECT, alias, col, ident, num, table
+from dpsql.sql.build import DIALECT, alias, col, ident, num, table
 from dpsql.lower.noise import noisy_cte, scalar_measurements
 from dpsql.lower.post import final_select, measurements_select, output_interval, output_value
 from dpsql.lower.bounding import agg_cte, cuts_ranks_first, rows_cte, user_level_ctes

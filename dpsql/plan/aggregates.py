@@ -15,19 +15,17 @@ same nodes). docs/architecture.md says how to add an aggregate.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from sqlglot import exp
 from dpsql.errors import InternalError
 from dpsql.frontend.scope import name_of, unqualified
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
+from dpsql.plan.parts import Measurement, Output
 from dpsql.plan.outputs import (Released, avg_interval, avg_value, count_interval, count_value, quantile_value,
                                 sum_interval, sum_value, variance)
 from dpsql.plan.quantities import Need
 from dpsql.plan.text import CONFIDENCE, fmt
-
-if TYPE_CHECKING:   # the model is built from these specs' answers; it imports nothing back
-    from dpsql.plan.model import Measurement, Output
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,14 @@ import math
 from sqlglot import exp
 
 from dpsql.errors import InvalidParameter, PrivacyViolation
-from dpsql.policy import TablePolicy
+from dpsql.policy.model import TablePolicy
 from dpsql.frontend.options import aggregate_bounds
 from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism
 from dpsql.frontend.relation import conjuncts
 from dpsql.frontend.scope import AGGREGATES as AGGREGATE_NODES, Scope, argument_bounds, columns_in, group_keys, key_position, name_of, quantile_of
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
-from dpsql.plan.model import GroupKey, KeyColumn, Measurement, Output, Plan, Selection
+from dpsql.plan.model import Plan
+from dpsql.plan.parts import GroupKey, KeyColumn, Measurement, Output, Selection
 from dpsql.plan.allocation import check_budget_parameters, share
 from dpsql.plan.aggregates import AGGREGATES, Sharing, signature
 from dpsql.plan.quantities import QUANTITIES, Need

@@ -15,7 +15,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from dpsql.lower.sql import case_when, cast, clamp, col, fn, num, saturate
+from dpsql.sql.build import case_when, cast, clamp, col, fn, num, saturate
 from dpsql.plan.kinds import Bounding
 from dpsql.plan.sensitivity import TREE_LEAVES, grid_bound
 

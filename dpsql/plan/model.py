@@ -1,135 +1,22 @@
 """The typed, immutable Plan: what each output releases, with what sensitivity, noise and budget.
 
 Noisy quantities are Measurements (each spends a share of epsilon); outputs are keys or
-post-processing of measurements (free). ``plan.build`` makes a Plan; ``lower`` fills its
-``rewritten_sql`` with ``dataclasses.replace``; ``str(plan)`` is the explain text.
+post-processing of measurements (free): the parts, in plan/parts.py. ``plan.build`` makes a Plan;
+``lower`` fills its ``rewritten_sql`` with ``dataclasses.replace``; ``str(plan)`` is the explain
+text, joined here from the parts' lines (plan/explain.py).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+
+import sqlglot
 from sqlglot import exp
-from dpsql.mechanisms.base import MECHANISMS, mechanism
-from dpsql.errors import InternalError
-from dpsql.plan.explain import explain_text
-from dpsql.plan.kinds import Bounding, OutputKind, Quantity
-from dpsql.plan.quantities import QUANTITIES
-from dpsql.plan.text import CONFIDENCE
-from dpsql.frontend.derived import DerivedKeys
-from dpsql.policy import TablePolicy
 
-
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One noisy quantity: an exact integer aggregate plus discrete Laplace noise on a grid.
-
-    ``sensitivity`` and ``scale`` are in grid steps; multiply by ``granularity`` for output units.
-    """
-    name: str
-    kind: Quantity
-    column: str | None
-    lower: float | None           # clamp bounds of what is summed: a row's value ("rows"),
-    upper: float | None           # a unit's total or mean in one partition ("unit_total", "unit_mean")
-    granularity: float
-    sensitivity: int
-    epsilon: float
-    scale: float                  # the dyadic noise scale actually used, >= sensitivity / epsilon
-    bounding: Bounding = Bounding.ROWS
-    row_lower: float | None = None  # optional per-row clamp before a per-unit aggregate
-    row_upper: float | None = None
-    argument: exp.Expression | None = None   # what is counted or summed per row (columns clamped)
-    offset: float | None = None              # centred: sums (x - offset) ** moment
-    moment: int = 1
-    mechanism: str = "discrete Laplace"
-
-    def __post_init__(self):
-        try:   # the enums, from their values too
-            object.__setattr__(self, "kind", Quantity(self.kind))
-            object.__setattr__(self, "bounding", Bounding(self.bounding))
-        except ValueError:
-            raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug") from None
-        if self.mechanism not in MECHANISMS or not mechanism(self.mechanism).covers(
-                self.sensitivity, self.scale, self.epsilon):
-            raise InternalError("DP999", f"measurement {self.name} is under-noised: this is probably a bug")
-
-    @property
-    def error(self) -> float:
-        """Half-width of the interval that holds the noise with probability CONFIDENCE, in output units."""
-        return mechanism(self.mechanism).error_bound(self.scale, CONFIDENCE) * self.granularity
-
-    @property
-    def label(self) -> str:
-        """How explain and the ledger name it (plan/quantities.py)."""
-        return QUANTITIES[self.kind].label(self)
-
-
-@dataclass(frozen=True)
-class Output:
-    """One released column: a group key, or post-processing of measurements."""
-    name: str                     # the name the user sees
-    kind: OutputKind
-    column: str | None
-    measurements: tuple[str, ...] = ()
-    key_index: int | None = None  # kind "key": which GROUP BY item
-    expression: exp.Expression | None = None  # kind "expr": over output slots o0, o1, ... and literals
-    lower: float | None = None    # AVG is clamped back into these bounds
-    upper: float | None = None
-    hidden: bool = False          # needed by HAVING/ORDER BY but not selected
-    per_row: tuple[float, float] | None = None    # GoogleSQL contribution_bounds_per_row
-    per_group: tuple[float, float] | None = None  # GoogleSQL contribution_bounds_per_group
-    argument: exp.Expression | None = None        # the aggregate's argument (unqualified)
-    quantile: float | None = None                 # kind "quantile": q in [0, 1]
-
-
-@dataclass(frozen=True)
-class KeyColumn:
-    """A column with public keys that a GROUP BY item reads: declared ones, or (``derived``) values
-    standing for the groups its bounds give (frontend/derived.py)."""
-    name: str
-    sql_type: str
-    keys: tuple
-    derived: DerivedKeys | None = None
-
-
-@dataclass(frozen=True)
-class GroupKey:
-    """A GROUP BY item: a public-key column, or an expression whose groups are its values over the
-    declared keys of the columns it reads (computed from those keys alone, never from the data)."""
-    expression: exp.Expression
-    columns: tuple[KeyColumn, ...]
-    branches: tuple[exp.Expression, ...] | None = None   # a CASE of literals: its groups are these values
-    filters: tuple[exp.Expression, ...] = ()   # WHERE conjuncts over its declared-key columns only: prune its groups
-
-    @property
-    def column(self) -> str | None:
-        return self.expression.name if isinstance(self.expression, exp.Column) else None
-
-    @property
-    def label(self) -> str:
-        return self.column or self.expression.sql(dialect="duckdb")
-
-    @property
-    def public(self) -> bool:
-        return self.branches is not None or all(c.keys is not None for c in self.columns)
-
-    @property
-    def domain_bound(self) -> int | None:
-        """At most this many groups: one per combination of the columns' keys (None if private)."""
-        if self.branches is not None:
-            return len(self.branches)
-        return math.prod(len(c.keys) for c in self.columns) if self.public else None
-
-
-@dataclass(frozen=True)
-class Selection:
-    """DP partition selection: a group is released iff its noisy unit count is >= threshold."""
-    measurement: str
-    threshold: int
-    epsilon: float
-    delta: float
+from dpsql.plan.explain import key_description, measurement_lines, output_line
+from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
+from dpsql.policy.model import TablePolicy
 
 
 @dataclass(frozen=True)
@@ -193,4 +80,49 @@ class Plan:
         return {m.name: m for m in self.measurements}
 
     def __str__(self) -> str:
-        return explain_text(self)
+        return _explain(self)
+
+
+def _explain(plan: Plan) -> str:
+    """The explain text: the table and its bounds, the groups, the measurements and outputs (their
+    lines from plan/explain.py), the composition, and the rewritten SQL."""
+    t = plan.table
+    unit = "each row is a person" if t.row_level else f"privacy unit {t.privacy_unit}"
+    lines = [f"dpsql plan for: {' '.join(plan.sql.split())}",
+             f"table {t.name}: {unit}; L = {plan.max_groups} partition(s) per unit, "
+             f"C = {plan.max_rows} row(s) per unit per partition"]
+    if t.about:
+        lines.append(f"rows: {t.about}")
+    if plan.group_keys:
+        keys = ", ".join(key_description(k) for k in plan.group_keys)
+        if plan.selection is None:
+            lines.append(f"groups: {keys}: <= {plan.partitions} partition(s), every one released")
+        else:
+            s = plan.selection
+            lines.append(f"groups: {keys}")
+            lines.append(f"partition selection: a group is released iff its noisy unit count {s.measurement} >= "
+                         f"tau = {s.threshold} (epsilon_sel {s.epsilon:.4g}, delta {s.delta:g}: a group held by "
+                         f"one unit appears with probability <= delta / L)")
+    lines.append(f"budget: epsilon {plan.epsilon:.6g}, delta {plan.delta:g}")
+    lines.append("measurements:")
+    for m in plan.measurements:
+        lines += measurement_lines(m)
+    lines.append("outputs (post-processing, no extra budget):")
+    lines += [output_line(o, plan.group_keys, plan.measurement) for o in plan.outputs]
+    n = len(plan.measurements)
+    lines.append("composition:")
+    lines.append(f"  sequential over {n} measurement(s): epsilon "
+                 + " + ".join(f"{m.epsilon:.4g}" for m in plan.measurements) + f" = {plan.epsilon:.6g}")
+    if plan.group_keys:
+        count = plan.partitions if plan.partitions is not None else "the selected"
+        lines.append(f"  parallel over {count} partition(s), each unit in <= {plan.max_groups}: "
+                     f"charged once (sensitivity carries the factor L = {plan.max_groups})")
+    if plan.selection is not None:
+        lines.append(f"  delta {plan.delta:g} spent by partition selection")
+    if plan.having is not None or plan.order or plan.limit is not None:
+        lines.append("  HAVING / ORDER BY / LIMIT run on released values only")
+    if plan.rewritten_sql:
+        lines.append("rewritten SQL:")
+        pretty = sqlglot.transpile(plan.rewritten_sql, read="duckdb", write="duckdb", pretty=True)[0]
+        lines += ["  " + line for line in pretty.splitlines()]
+    return "\n".join(lines)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from sqlglot import exp
 
-from dpsql.lower.sql import case_when, cast, fn, num
+from dpsql.sql.build import case_when, cast, fn, num
 from dpsql.mechanisms.base import mechanism
 
 

@@ -18,7 +18,7 @@ import sqlglot
 from sqlglot import exp
 
 from dpsql.frontend.public import check_public
-from dpsql.policy import Policy
+from dpsql.policy.model import Policy
 
 
 @dataclass(frozen=True)

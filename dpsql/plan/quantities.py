@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from sqlglot import exp
 
-from dpsql.lower.sql import col, num
+from dpsql.sql.build import col, num
 from dpsql.plan.exact import Columns, Reading, capped, declared_key, leaf_index, summed_row, unit_sum, with_value
 from dpsql.plan.kinds import Bounding, Quantity
 from dpsql.plan.sensitivity import (TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES, count_sensitivity, distinct_sensitivity,

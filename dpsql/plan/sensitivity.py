@@ -18,9 +18,7 @@ import math
 # Values are quantised to about 2**-GRID_BITS of the bound's magnitude: far below the noise, and it
 # keeps every quantised value < 2**(GRID_BITS + 1), so sums of up to 2**41 rows fit in BIGINT.
 GRID_BITS = 20
-# Bounds beyond 2**50 in magnitude are refused: then a released sum, (steps + noise) * g with
-# |steps + noise| < 2**63 and g < 2**31, stays far below the largest double: never an infinity.
-MAX_BOUND = 2.0 ** 50
+# Bounds beyond policy/bounds.py's MAX_BOUND (2**50) are refused, so g < 2**31 (see there).
 
 
 def granularity(lower: float, upper: float) -> float:

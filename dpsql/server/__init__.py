@@ -2,6 +2,6 @@
 
 ``app.py`` the endpoints, ``encode.py`` what they send, ``limits.py`` body size, deadlines and
 requests in flight, ``run.py`` uvicorn on the loopback address unless told otherwise; ``static/``
-the browser console's files. Imported lazily: the analyst's client (``dpsql.remote``) needs none
-of it but the error class.
+the browser console's files. Imported lazily: the analyst's client (``dpsql/client/``) needs none
+of it.
 """

@@ -31,11 +31,11 @@ from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from dpsql.errors import AuthError, DpsqlError, InternalError
+from dpsql.errors import AuthError, DpsqlError, InternalError, RequestError
 from dpsql.plan.model import Plan
 from dpsql.server import encode
-from dpsql.server.limits import (EXPLAIN_FIELDS, QUERY_FIELDS, FreeRate, InFlight, Limits, PerAnalyst, RequestError,
-                                 check_fields, read_json)
+from dpsql.server.limits import EXPLAIN_FIELDS, QUERY_FIELDS, FreeRate, InFlight, Limits, PerAnalyst, check_fields, \
+    read_json
 
 log = logging.getLogger("dpsql.server")
 STATIC = Path(__file__).parent / "static"

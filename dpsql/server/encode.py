@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dpsql.cli.render import to_json_value
+from dpsql.api.display import to_json_value
 from dpsql.errors import DpsqlError
 from dpsql.plan.aggregates import released_directly
 from dpsql.plan.model import Plan

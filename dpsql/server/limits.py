@@ -22,7 +22,7 @@ requests per analyst, a deadline per request.
 >>> check_fields({"sql": "SELECT 1", "rng": 7}, QUERY_FIELDS)
 Traceback (most recent call last):
 ...
-dpsql.server.errors.RequestError: [DP408] unknown field 'rng' in the request body
+dpsql.errors.RequestError: [DP408] unknown field 'rng' in the request body
 """
 from __future__ import annotations
 
@@ -35,8 +35,7 @@ from dataclasses import dataclass
 import anyio
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from dpsql.errors import InvalidParameter
-from dpsql.server.errors import RequestError
+from dpsql.errors import InvalidParameter, RequestError
 
 
 @dataclass(frozen=True)
@@ -157,7 +156,7 @@ class FreeRate:
     >>> rate.take("a"); rate.take("a"); rate.take("a")
     Traceback (most recent call last):
     ...
-    dpsql.server.errors.RequestError: [DP424] too many free requests (explain, public tables, refusals, reads): 60 a minute, bursts of 2
+    dpsql.errors.RequestError: [DP424] too many free requests (explain, public tables, refusals, reads): 60 a minute, bursts of 2
     >>> rate.refund("a"); rate.take("a")
     """
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uvicorn
 
-import dpsql
+from dpsql.api.connection import connect
 from dpsql.server.app import create_app
 from dpsql.server.limits import Limits, protocol
 
@@ -29,7 +29,7 @@ def serve(db_path: str, policy: str, ledger: str | None = None, *, host: str = D
           port: int = DEFAULT_PORT, limits: Limits | None = None, cors_origins: tuple[str, ...] = (),
           log_level: str = "info") -> None:
     """Open the database (read-only), the policy and the ledger, and serve until interrupted."""
-    db = dpsql.connect(db_path, policy=policy, ledger=ledger)
+    db = connect(db_path, policy=policy, ledger=ledger)
     try:
         uvicorn.Server(config(db, host=host, port=port, limits=limits, cors_origins=cors_origins,
                               log_level=log_level)).run()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 from dpsql.frontend.options import aggregate_bounds, number, query_options
-from dpsql.frontend.totality import BOOLEAN, NUMBER, family
+from dpsql.sql.totality import family
+from dpsql.sql.types import BOOLEAN, NUMBER
 from dpsql.frontend.scope import AGGREGATES, BOUNDED_AGGREGATES, QUANTILES, Scope, argument_bounds, is_unit_count, name_of
 
 

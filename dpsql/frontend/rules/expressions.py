@@ -3,10 +3,10 @@ string much longer than what a row holds."""
 from __future__ import annotations
 
 from sqlglot import exp
-from dpsql.frontend.totality import COMPARISONS
-from dpsql.policy import ColumnPolicy
-from dpsql.engines.duckdb_schema import is_numeric, is_string
-from dpsql.frontend.totality import string_too_long
+from dpsql.sql.totality import COMPARISONS
+from dpsql.policy.model import ColumnPolicy
+from dpsql.sql.types import is_numeric, is_string
+from dpsql.sql.totality import string_too_long
 from dpsql.frontend.scope import Scope, name_of
 
 

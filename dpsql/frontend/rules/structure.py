@@ -3,7 +3,7 @@ over one table of the policy, naming declared columns, with * only in COUNT(*)."
 from __future__ import annotations
 
 from sqlglot import exp
-from dpsql.frontend.totality import COMPARISONS
+from dpsql.sql.totality import COMPARISONS
 from dpsql.errors import PrivacyViolation
 from dpsql.frontend.scope import AGGREGATES, Scope, columns_in, name_of, output_aliases
 from dpsql.frontend.suggest import unknown_column, unknown_table

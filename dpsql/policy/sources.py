@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from dpsql.policy_graph import invalid as _fail
+from dpsql.policy.model import Source, invalid as _fail
 
 FORMATS = ("parquet", "csv")
 # How a file's name ends -> its format (compressed CSV is read as such by DuckDB).
@@ -28,28 +27,6 @@ SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
 COMPRESSION = (".gz", ".zst")
 FILE_KEYS = {"path", "format", "hive_partitioning", "union_by_name", "header", "delimiter", "types"}
 DATABASE_KEYS = {"database", "table"}
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a table's rows come from: ``path`` a file or glob read as ``format`` (``parquet``,
-    ``csv``), or ``format == "duckdb"``: table ``table`` of the DuckDB database file ``path``.
-    Options left None take DuckDB's own default (hive partitions and CSV dialect detected)."""
-    path: str
-    format: str
-    hive_partitioning: bool | None = None
-    union_by_name: bool | None = None
-    header: bool | None = None
-    delimiter: str | None = None
-    types: tuple[tuple[str, str], ...] | None = None   # CSV: column -> DuckDB type, instead of sniffing
-    table: str | None = None
-
-    @property
-    def is_glob(self) -> bool:
-        return any(ch in self.path for ch in "*?[")
-
-    def describe(self) -> str:
-        return f"{self.path} (table {self.table})" if self.format == "duckdb" else self.path
 
 
 def format_of(path: str) -> str | None:

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedConstruct
-from dpsql.frontend.parse import span
-from dpsql.lower.sql import cast
+from dpsql.sql.build import cast
+from dpsql.sql.positions import span
 
 # Integer types: decimal digits of their largest magnitude, and bits (for exactness as a float).
 SIGNED = {"TINYINT": (3, 7), "SMALLINT": (5, 15), "INTEGER": (10, 31), "BIGINT": (19, 63), "HUGEINT": (39, 127)}

@@ -1,9 +1,7 @@
-"""The data owner's policy: which tables hold people, how their rows reach a person, how to bound
-them, which tables are public, and the total budget.
-
-Loaded from YAML or a dict, validated whole (errors name the bad entry's path), then checked
-against the real DuckDB schema (and referenced keys against the data) at connect time. Links between
-tables (``privacy_unit: {via: ..., references: ...}``) are resolved in ``dpsql/policy_graph.py``.
+"""Loading a policy: YAML or a dict read into the model (policy/model.py), validated whole (errors name
+the bad entry's path). It is checked against the real DuckDB schema (and referenced keys against the
+data) at connect time, by the engine. Links between tables (``privacy_unit: {via: ..., references:
+...}``) are resolved in ``policy/links.py``, ``source:`` entries read in ``policy/sources.py``.
 
 >>> p = load_policy({"version": 1, "budget": {"epsilon": 1.0},
 ...                  "tables": {"t": {"privacy_unit": "row", "columns": {"x": {"lower": 0, "upper": 1}}}}})
@@ -15,142 +13,17 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
 from dpsql.errors import PolicyError
-from dpsql.frontend.literals import parse_date, parse_timestamp
-from dpsql.plan.sensitivity import MAX_BOUND
-from dpsql.policy_graph import Declared, Link, invalid as _fail, parse_link, resolve_links
-from dpsql.policy_source import Source, parse_source, rebase_sources
-
-ROW = "row"
-MAX_KEY_RANGE = 1_000_000   # keys one `keys: {range: ...}` may declare
-
-
-@dataclass(frozen=True)
-class ColumnPolicy:
-    """What the owner declared about one column.
-
-    ``keys`` is the public key domain (every key appears in GROUP BY output); ``lower``/``upper`` are
-    clamping bounds, required to SUM or AVG the column; identifiers may not be referenced at all.
-    ``dates`` are the ``lower``/``upper`` of a DATE or TIMESTAMP column (dates, or datetimes): they
-    make nothing summable, they bound the public keys derived from the column (``YEAR(d)``,
-    ``date_trunc('month', d)``: frontend/derived.py).
-    """
-    name: str
-    identifier: bool = False
-    type: str | None = None
-    lower: float | None = None
-    upper: float | None = None
-    keys: tuple | None = None
-    sql_type: str = ""          # filled from the DuckDB schema at connect
-    key_table: str | None = None  # set at connect for a large key set: the TEMP table holding it
-    public_source: tuple[str, str] | None = None  # a joined public table's column: its values are its keys
-    dates: tuple[datetime.date, datetime.date] | None = None   # date bounds (lower, upper), inclusive
-
-    @property
-    def bounded(self) -> bool:
-        return self.lower is not None and self.upper is not None
-
-
-@dataclass(frozen=True)
-class TablePolicy:
-    """One table: its privacy unit and contribution bounds L and C, or ``public``.
-
-    A root table defines its unit (``privacy_unit`` a column, or ``row``). A linked table reaches a
-    root through ``path`` (its own link first); its ``privacy_unit`` is its ``via`` column, and
-    ``unit_key`` says whether that column holds the unit's key itself (one link, to the root's unit
-    column) or only a join along the path can find it (None). A public table holds no person's data:
-    no unit (``privacy_unit`` is ``row``, so on its own it is treated as row-level, which is safe),
-    every column readable and groupable, its distinct values public keys.
-    """
-    name: str
-    privacy_unit: str                 # "row", or the (lower-cased) column identifying a person
-    max_groups_per_unit: int = 1      # L
-    max_rows_per_unit: int = 1        # C
-    columns: Mapping[str, ColumnPolicy] = field(default_factory=dict)
-    public: bool = False
-    path: tuple[Link, ...] = ()       # the links to the root, this table's own first; () unless linked
-    root_unit: str | None = None      # a linked table: its root's privacy unit column
-    source: Any = None                # a joined relation (frontend/joins.py): the sqlglot SELECT it reads
-    about: str | None = None          # a relation: how its rows were made and whose they are (explain)
-    data_source: Source | None = None  # `source:` the files dpsql reads into this table (policy_source.py)
-    one_row_per_unit: bool = False    # a relation grouped by its unit (frontend/per_person.py)
-    lookups: tuple = ()               # a relation: its public tables' lookups, checked unique (frontend/lookups.py)
-
-    @property
-    def row_level(self) -> bool:
-        return self.privacy_unit == ROW
-
-    @property
-    def link(self) -> Link | None:
-        """This table's own ``via`` link, or None (a root or a public table)."""
-        return self.path[0] if self.path else None
-
-    @property
-    def root(self) -> str | None:
-        """The table that defines this table's privacy unit (itself unless linked; None when public)."""
-        if self.public:
-            return None
-        return self.path[-1].references_table if self.path else self.name
-
-    @property
-    def root_column(self) -> str | None:
-        """The root's privacy unit: a column, or ``row`` for a row-level root (None when public)."""
-        if self.public:
-            return None
-        return self.root_unit if self.path else self.privacy_unit
-
-    @property
-    def unit_key(self) -> str | None:
-        """The column of this table whose value is the unit's key, or None when there is none here:
-        row level, public, or a linked table whose unit only a join along its path can find."""
-        if self.public or self.row_level:
-            return None
-        if not self.path:
-            return self.privacy_unit
-        link = self.path[0]
-        return link.column if len(self.path) == 1 and link.references_column == self.root_unit else None
-
-    def is_identifier(self, column: str) -> bool:
-        col = self.columns.get(column)
-        return column == self.privacy_unit or (col is not None and col.identifier)
-
-    def has_public_keys(self, column: str) -> bool:
-        """May the column's values be released as group keys without DP selection? Declared keys, or
-        any column of a public table (its distinct values are public)."""
-        col = self.columns.get(column)
-        return self.public or (col is not None and (col.keys is not None or col.public_source is not None))
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The whole policy: total budget, default per-query epsilon/delta, the tables."""
-    budget_epsilon: float
-    budget_delta: float
-    default_epsilon: float
-    default_delta: float
-    tables: Mapping[str, TablePolicy]
-    version: int = 1
-
-    @property
-    def links(self) -> tuple[Link, ...]:
-        """Every declared link, one per linked table."""
-        return tuple(t.path[0] for t in self.tables.values() if t.path)
-
-    @property
-    def roots(self) -> tuple[str, ...]:
-        """The tables that define a privacy unit (each private table reaches exactly one)."""
-        return tuple(name for name, t in self.tables.items() if not t.public and not t.path)
-
-    @property
-    def public_tables(self) -> tuple[str, ...]:
-        return tuple(name for name, t in self.tables.items() if t.public)
-
+from dpsql.policy.bounds import MAX_BOUND, MAX_KEY_RANGE
+from dpsql.policy.links import Declared, parse_link, resolve_links
+from dpsql.policy.model import ROW, ColumnPolicy, Link, Policy, TablePolicy, invalid as _fail
+from dpsql.policy.sources import parse_source, rebase_sources
+from dpsql.sql.literals import parse_date, parse_timestamp
 
 def _number(value: Any, path: str, *, positive=False, nonnegative=False, integer=False,
             what: str = "a number") -> float:
@@ -334,7 +207,7 @@ def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
 
 
 def _tables(raw: Any) -> dict[str, TablePolicy]:
-    """Every table, its links resolved (policy_graph.py)."""
+    """Every table, its links resolved (policy/links.py)."""
     if not raw:
         raise _fail("tables", "at least one private table is required")
     raw = _mapping(raw, "tables", set(raw))

@@ -24,8 +24,6 @@ from sqlglot import exp
 
 DATE_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}")
 TIMESTAMP_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2}(\.\d{1,6})?)?")
-DATE_TYPES = {"DATE"}
-TIMESTAMP_TYPES = {"TIMESTAMP", "TIMESTAMP WITHOUT TIME ZONE", "DATETIME"}
 _TIMESTAMP_DTYPES = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ, exp.DataType.Type.DATETIME)
 
 
@@ -89,12 +87,8 @@ def temporal_literal(value: datetime.date | datetime.datetime) -> exp.Cast:
     return exp.Cast(this=exp.Literal.string(text_of(value)), to=exp.DataType.build(kind))
 
 
-def temporal_type(sql_type: str | None) -> str | None:
-    """"DATE" or "TIMESTAMP" for a column of exactly that DuckDB type (not TIMESTAMP_S/MS/NS, not
-    WITH TIME ZONE), else None."""
-    base = sql_type.strip().upper() if sql_type else ""
-    if base in DATE_TYPES:
-        return "DATE"
-    if base in TIMESTAMP_TYPES:
-        return "TIMESTAMP"
-    return None
+def key_text(value) -> str:
+    """A key as SQL text that casts back to itself (booleans lower-case, dates in ISO form)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)

@@ -6,7 +6,7 @@ link: a column of this table and the unique key it references). Following links 
 must end at a root whose unit is a column; a ``public: true`` table holds no person's data and is never
 on a path. Each linked table gets its path (its own link first) and its root's unit column.
 
->>> from dpsql.policy import load_policy
+>>> from dpsql.policy.loading import load_policy
 >>> p = load_policy({"budget": {"epsilon": 1}, "tables": {
 ...     "customer": {"privacy_unit": "c_custkey"},
 ...     "orders": {"privacy_unit": {"via": "o_custkey", "references": "customer.c_custkey"}},
@@ -21,30 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
-from dpsql.errors import PolicyError
-
-if TYPE_CHECKING:
-    from dpsql.policy import ColumnPolicy, TablePolicy
-
-
-def invalid(path: str, problem: str) -> PolicyError:
-    """The load-time refusal of a policy entry (DP501), naming its path."""
-    return PolicyError("DP501", f"invalid policy: {path}: {problem}")
-
-
-@dataclass(frozen=True)
-class Link:
-    """One step towards the privacy unit: ``table.column`` holds values of the unique key
-    ``references_table.references_column``, so each row of ``table`` belongs to the one row it names."""
-    table: str
-    column: str
-    references_table: str
-    references_column: str
-
-    def __str__(self) -> str:
-        return f"{self.table}.{self.column} -> {self.references_table}.{self.references_column}"
+from dpsql.policy.model import ColumnPolicy, Link, TablePolicy, invalid
 
 
 @dataclass(frozen=True)
@@ -128,7 +107,7 @@ def resolve_links(tables: Mapping[str, TablePolicy], links: Mapping[str, Declare
                   identifier: Callable[[str], ColumnPolicy]) -> dict[str, TablePolicy]:
     """Check every link (target exists, is private and not row-level, no cycle) and give each linked
     table its path and root unit column; referenced keys become identifiers of their tables
-    (``identifier(name)``: a new identifier column, from policy.py, which imports this module).
+    (``identifier(name)``: a new identifier column).
 
     Raises:
         PolicyError (DP501): naming the ``privacy_unit`` entry of the bad link.

@@ -13,8 +13,9 @@ user expression is typed at plan time:
 * ``narrow_dates``: the literals a DATE or TIMESTAMP column is compared with, written in the column's
   type (``d > '2020-06-01'`` and ``d <= TIMESTAMP '1998-09-02 00:00:00'`` compare DATEs), as DuckDB
   itself converts them, so the comparison is total and DuckDB can push it into the scan.
-* ``fold``: non-integer number literals become DOUBLE literals (``0.5`` -> ``0.5e0``). DuckDB types
-  ``0.5`` as DECIMAL and then casts the other operand to a DECIMAL that a large value overflows.
+* ``literals_as_doubles``: non-integer number literals become DOUBLE literals (``0.5`` -> ``0.5e0``).
+  DuckDB types ``0.5`` as DECIMAL and then casts the other operand to a DECIMAL that a large value
+  overflows. (Not folding: constant folding is frontend/fold.py's, before validation.)
 * ``string_length``: a bound ``a * S + b`` on the length of a string expression, S the longest
   string a row holds; a query whose strings could grow more than ``MAX_STRING_GROWTH`` times (nested
   REPLACE) is refused.
@@ -29,33 +30,16 @@ user expression is typed at plan time:
 from __future__ import annotations
 
 import datetime
-import math
-import re
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Callable
 
 from sqlglot import exp
 
-from dpsql.frontend.compare import pairing
-from dpsql.frontend.literals import is_date, parse_date, parse_timestamp, temporal_literal, temporal_type, \
-    temporal_value
+from dpsql.sql.compare import pairing
+from dpsql.sql.literals import is_date, parse_date, parse_timestamp, temporal_literal, temporal_value
+from dpsql.sql.types import BOOLEAN, NUMBER, SAFE_NUMBERS, STRING, TEMPORAL, base_type, temporal_type, type_family
 
-NUMBER, STRING, BOOLEAN, TEMPORAL = "number", "string", "boolean", "temporal"
 Types = Callable[[str], "str | None"]   # column name -> DuckDB type (None: unknown)
 
-# Integer and float types whose comparisons with each other and with plain literals never raise
-# (checked in DuckDB 2.0). DECIMAL (cast to a common DECIMAL that can overflow) and UHUGEINT
-# (cast to signed types) are numbers too, but their comparisons run under TRY().
-INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-                 "UBIGINT",
-                 # other spellings of the same types (sqlglot prints HUGEINT as INT128)
-                 "INT", "INT1", "INT2", "INT4", "INT8", "INT128", "SHORT", "LONG", "SIGNED", "UINT", "UINT8",
-                 "UINT16", "UINT32", "UINT64"}
-FLOAT_TYPES = {"FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8", "DOUBLE PRECISION"}
-SAFE_NUMBERS = INTEGER_TYPES | FLOAT_TYPES
-NUMBERS = SAFE_NUMBERS | {"DECIMAL", "NUMERIC", "UHUGEINT", "UINT128"}
-TEMPORALS = {"DATE", "TIME", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
-             "TIMESTAMPTZ", "INTERVAL"}
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 LOGIC = (exp.And, exp.Or, exp.Not)
 # Integer literals up to this magnitude compare with every safe column type without an error.
@@ -66,59 +50,6 @@ MAX_STRING_CONSTANT = 1 << 20   # ... plus this many characters
 CAST_TEXT = 64
 # UTF-8 case mapping can lengthen a string (e.g. U+023F to U+2C7E: 2 to 3 bytes).
 CASE_GROWTH = 2
-
-
-# The range of each integer type, by its DuckDB name.
-INTEGER_RANGES = {"TINYINT": (-2 ** 7, 2 ** 7 - 1), "SMALLINT": (-2 ** 15, 2 ** 15 - 1),
-                  "INTEGER": (-2 ** 31, 2 ** 31 - 1), "BIGINT": (-2 ** 63, 2 ** 63 - 1),
-                  "HUGEINT": (-2 ** 127 + 1, 2 ** 127 - 1), "UTINYINT": (0, 2 ** 8 - 1), "USMALLINT": (0, 2 ** 16 - 1),
-                  "UINTEGER": (0, 2 ** 32 - 1), "UBIGINT": (0, 2 ** 64 - 1), "UHUGEINT": (0, 2 ** 128 - 1)}
-
-
-def type_bounds(sql_type: str | None, lower: float, upper: float) -> tuple[str, str] | None:
-    """[lower, upper] narrowed to values of ``sql_type`` (integers inward, DECIMAL(p, s) to its scale
-    inward, within its range) as literal texts that cast to it exactly; None: not a type that can
-    hold them (then clamping happens in DOUBLE).
-
-    >>> type_bounds("TINYINT", -1000, 99.5), type_bounds("DECIMAL(5,2)", 0, 1e9), type_bounds("DOUBLE", 0, 1)
-    (('-128', '99'), ('0.00', '999.99'), None)
-    """
-    base = base_type(sql_type)
-    if base in INTEGER_RANGES:
-        tmin, tmax = INTEGER_RANGES[base]
-        lo, hi = max(math.ceil(lower), tmin), min(math.floor(upper), tmax)
-        return (str(lo), str(hi)) if lo <= hi else None
-    if base in ("DECIMAL", "NUMERIC"):
-        digits = [int(d) for d in re.findall(r"\d+", sql_type)] or [18, 3]
-        precision, scale = (digits + [0])[:2]
-        unit = Decimal(1).scaleb(-scale)
-        largest = Decimal(10) ** (precision - scale) - unit
-        try:
-            lo = max(Decimal(repr(float(lower))).quantize(unit, rounding=ROUND_CEILING), -largest)
-            hi = min(Decimal(repr(float(upper))).quantize(unit, rounding=ROUND_FLOOR), largest)
-        except ArithmeticError:   # more digits than a decimal context holds: far outside the type
-            return None
-        return (str(lo), str(hi)) if lo <= hi else None
-    return None
-
-
-def base_type(sql_type: str | None) -> str | None:
-    return sql_type.split("(")[0].strip().upper() if sql_type else None
-
-
-def type_family(sql_type: str | None) -> str | None:
-    base = base_type(sql_type)
-    if base is None:
-        return None
-    if base in NUMBERS:
-        return NUMBER
-    if base in ("VARCHAR", "TEXT", "CHAR", "STRING"):
-        return STRING
-    if base in ("BOOLEAN", "BOOL"):
-        return BOOLEAN
-    if base in TEMPORALS or base.startswith("TIMESTAMP"):
-        return TEMPORAL
-    return None
 
 
 def _cast_target(node: exp.Cast) -> str:
@@ -203,7 +134,7 @@ def _safe_operand(node: exp.Expression, types: Types) -> str | None:
     if isinstance(node, exp.Neg):
         return NUMBER if is_integer_literal(node.this) and int(node.this.this) <= MAX_TOTAL_INTEGER + 1 else None
     if is_number_literal(node):
-        # An integer literal compares with any safe column; a non-integer one is folded to DOUBLE.
+        # An integer literal compares with any safe column; a non-integer one is written as a DOUBLE.
         text = node.this
         return NUMBER if not text.isdigit() or int(text) <= MAX_TOTAL_INTEGER else None
     if isinstance(node, exp.Literal):
@@ -282,7 +213,7 @@ def _calendar_part(node: exp.Expression, types: Types) -> bool:
     return isinstance(column, exp.Column) and temporal_type(types(column.name.lower())) is not None
 
 
-def fold(node: exp.Expression) -> exp.Expression:
+def literals_as_doubles(node: exp.Expression) -> exp.Expression:
     """Non-integer number literals compared with something, as DOUBLE (``0.5e0``): never a DECIMAL
     the other operand is cast to (in place). Elsewhere (``age + 0.5``, under TRY()) a literal keeps
     DuckDB's DECIMAL semantics (``CAST(2.5 AS INT)`` is 3; as a DOUBLE it would be 2)."""

@@ -32,7 +32,6 @@ from dpsql import errors
 from dpsql.accounting.budget import Budget, Charge
 from dpsql.accounting.store import LedgerError
 from dpsql.api.result import Result
-from dpsql.server.errors import RequestError
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 TOKEN_FILE = Path("~/.config/dpsql/token")
@@ -156,7 +155,7 @@ def _class_of(doc: dict) -> type[errors.DpsqlError]:
     """The error's class: by the name the server sent, among dpsql's own; else by its code."""
     known = {c.__name__: c for c in vars(errors).values()
              if isinstance(c, type) and issubclass(c, errors.DpsqlError)}
-    known.update(LedgerError=LedgerError, RequestError=RequestError)
+    known.update(LedgerError=LedgerError)
     code = str(doc.get("code", "DP999"))
     if doc.get("type") in known:
         return known[doc["type"]]
@@ -166,7 +165,7 @@ def _class_of(doc: dict) -> type[errors.DpsqlError]:
         return errors.BudgetExceeded
     return {"DP1": errors.UnsupportedConstruct, "DP2": errors.UnsupportedConstruct,
             "DP3": errors.UnsupportedConstruct, "DP5": errors.PolicyError, "DP9": errors.ExecutionError,
-            "DP4": errors.InvalidParameter if code <= "DP401" else RequestError}.get(code[:3], errors.DpsqlError)
+            "DP4": errors.InvalidParameter if code <= "DP401" else errors.RequestError}.get(code[:3], errors.DpsqlError)
 
 
 def rebuild_error(status: int, body: bytes, sql: str | None) -> Exception:

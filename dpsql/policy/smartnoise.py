@@ -46,7 +46,7 @@ import duckdb
 import yaml
 
 from dpsql.errors import PolicyError
-from dpsql.policy import load_policy
+from dpsql.policy.loading import load_policy
 
 TABLE_OPTIONS = {"rows", "rows_exact", "row_privacy", "max_ids", "sample_max_ids", "clamp_counts", "clamp_columns",
                  "use_dpsu", "censor_dims"}

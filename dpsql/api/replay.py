@@ -1,0 +1,73 @@
+"""Replay keys: what makes two queries the same release, so an identical query gets the answer already
+paid for. They join the parse (the normalised SQL), the plan (its signature) and the ledger (the
+policy's identity, the key's format), so they live here, in the layer above all three.
+
+Repeated queries. An identical query (same normalised SQL and output names, epsilon, delta, policy
+and data version: engines/versions.py) is answered with the answer already released, at no cost, so
+averaging repeated answers gains nothing; ``fresh=True`` / ``--fresh`` draws anew and pays. A stale
+replay is never a privacy problem: it repeats an answer already paid for.
+"""
+from __future__ import annotations
+
+import hashlib
+from enum import Enum
+
+from dpsql.accounting.budget import Cost
+from dpsql.accounting.identity import FORMAT, canonical
+from dpsql.frontend.parse import DIALECT, parse
+from dpsql.plan.model import Plan
+
+
+def normalise_sql(sql: str) -> tuple[str, tuple[str, ...]]:
+    """The query as sqlglot prints it (keywords, spacing, identifier case, comments normalised), and its
+    output names as typed (they name the result's columns).
+
+    Printed in the dpsql dialect, so the ``WITH DIFFERENTIAL_PRIVACY OPTIONS(...)`` clause and the
+    per-aggregate ``contribution_bounds_per_group/_per_row`` stay in the history and the replay key.
+
+    >>> normalise_sql("select  Sex AS N, count(*)  -- hi\\n FROM people group by sex")
+    ('SELECT sex AS n, COUNT(*) FROM people GROUP BY sex', ('N', '*'))
+    >>> normalise_sql("select with differential_privacy options(epsilon=1) sum(x, contribution_bounds_per_row=>(0,5)) from t")[0]
+    'SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) SUM(x, contribution_bounds_per_row => (0, 5)) FROM t'
+    """
+    statement = parse(sql)
+    try:
+        text = statement.sql(dialect=DIALECT, normalize=True, comments=False)
+    except Exception:  # noqa: BLE001 - a node the generator cannot print: match the text exactly
+        text = " ".join(sql.split())
+    names = tuple(e.alias_or_name for e in getattr(statement, "expressions", None) or ())
+    return text, names
+
+
+def replay_key(normalised: tuple[str, tuple[str, ...]], cost: Cost, identity: str, data_version: str) -> str:
+    """SHA-256 over everything that makes two queries the same release."""
+    text, names = normalised
+    doc = [FORMAT, identity, data_version, text, list(names), str(cost.epsilon), str(cost.delta)]
+    return hashlib.sha256(canonical(doc).encode()).hexdigest()
+
+
+def plan_summary(plan) -> str:
+    """One line for the history: table, measurements, composition."""
+    measurements = ", ".join(f"{m.label} eps {m.epsilon:.4g}" for m in plan.measurements)
+    text = (f"{plan.table.name}: sequential over {len(plan.measurements)} measurement(s) "
+            f"[{measurements}]")
+    if plan.group_keys:
+        # Private keys: how many groups partition selection releases is not known before the run.
+        groups = ("the groups released by partition selection" if plan.partitions is None
+                  else f"{plan.partitions} partition(s)")
+        text += f"; parallel over {groups}, each unit in <= {plan.max_groups}"
+    return text
+
+
+def plan_signature(plan: Plan) -> str:
+    """Everything about a plan that shapes what it releases, beyond its SQL text."""
+    # Every field of every measurement (the argument as SQL text: a tree's repr can be enormous).
+    parts = [repr(tuple(m.argument.sql() if name == "argument" and m.argument is not None else
+                        value.value if isinstance(value, Enum) else value   # as the strings they replaced
+                        for name, value in vars(m).items())) for m in plan.measurements]
+    parts += [repr((o.name, o.kind.value, o.column, o.measurements, o.key_index, o.lower, o.upper, o.hidden,
+                    o.expression.sql() if o.expression is not None else None, o.quantile)) for o in plan.outputs]
+    parts += [k.expression.sql() for k in plan.group_keys]
+    parts += [f"L={plan.max_groups}", f"C={plan.max_rows}", f"selection={plan.selection}",
+              f"ci={plan.confidence}", f"nonnegative={plan.nonnegative}"]
+    return ";".join(parts)

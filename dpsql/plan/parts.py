@@ -1,0 +1,128 @@
+"""The parts a Plan (plan/model.py) is made of: Measurements, the noisy quantities, each spending a
+share of epsilon; Outputs, keys or post-processing of measurements (free); the GROUP BY keys and
+their public key columns; DP partition selection. Frozen; the aggregates' specs and the explain
+lines read them, and the Plan holds them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dpsql.errors import InternalError
+from dpsql.frontend.derived import DerivedKeys
+from dpsql.mechanisms.base import MECHANISMS, mechanism
+from dpsql.plan.kinds import Bounding, OutputKind, Quantity
+from dpsql.plan.quantities import QUANTITIES
+from dpsql.plan.text import CONFIDENCE
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One noisy quantity: an exact integer aggregate plus discrete Laplace noise on a grid.
+
+    ``sensitivity`` and ``scale`` are in grid steps; multiply by ``granularity`` for output units.
+    """
+    name: str
+    kind: Quantity
+    column: str | None
+    lower: float | None           # clamp bounds of what is summed: a row's value ("rows"),
+    upper: float | None           # a unit's total or mean in one partition ("unit_total", "unit_mean")
+    granularity: float
+    sensitivity: int
+    epsilon: float
+    scale: float                  # the dyadic noise scale actually used, >= sensitivity / epsilon
+    bounding: Bounding = Bounding.ROWS
+    row_lower: float | None = None  # optional per-row clamp before a per-unit aggregate
+    row_upper: float | None = None
+    argument: exp.Expression | None = None   # what is counted or summed per row (columns clamped)
+    offset: float | None = None              # centred: sums (x - offset) ** moment
+    moment: int = 1
+    mechanism: str = "discrete Laplace"
+
+    def __post_init__(self):
+        try:   # the enums, from their values too
+            object.__setattr__(self, "kind", Quantity(self.kind))
+            object.__setattr__(self, "bounding", Bounding(self.bounding))
+        except ValueError:
+            raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug") from None
+        if self.mechanism not in MECHANISMS or not mechanism(self.mechanism).covers(
+                self.sensitivity, self.scale, self.epsilon):
+            raise InternalError("DP999", f"measurement {self.name} is under-noised: this is probably a bug")
+
+    @property
+    def error(self) -> float:
+        """Half-width of the interval that holds the noise with probability CONFIDENCE, in output units."""
+        return mechanism(self.mechanism).error_bound(self.scale, CONFIDENCE) * self.granularity
+
+    @property
+    def label(self) -> str:
+        """How explain and the ledger name it (plan/quantities.py)."""
+        return QUANTITIES[self.kind].label(self)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One released column: a group key, or post-processing of measurements."""
+    name: str                     # the name the user sees
+    kind: OutputKind
+    column: str | None
+    measurements: tuple[str, ...] = ()
+    key_index: int | None = None  # kind "key": which GROUP BY item
+    expression: exp.Expression | None = None  # kind "expr": over output slots o0, o1, ... and literals
+    lower: float | None = None    # AVG is clamped back into these bounds
+    upper: float | None = None
+    hidden: bool = False          # needed by HAVING/ORDER BY but not selected
+    per_row: tuple[float, float] | None = None    # GoogleSQL contribution_bounds_per_row
+    per_group: tuple[float, float] | None = None  # GoogleSQL contribution_bounds_per_group
+    argument: exp.Expression | None = None        # the aggregate's argument (unqualified)
+    quantile: float | None = None                 # kind "quantile": q in [0, 1]
+
+
+@dataclass(frozen=True)
+class KeyColumn:
+    """A column with public keys that a GROUP BY item reads: declared ones, or (``derived``) values
+    standing for the groups its bounds give (frontend/derived.py)."""
+    name: str
+    sql_type: str
+    keys: tuple
+    derived: DerivedKeys | None = None
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """A GROUP BY item: a public-key column, or an expression whose groups are its values over the
+    declared keys of the columns it reads (computed from those keys alone, never from the data)."""
+    expression: exp.Expression
+    columns: tuple[KeyColumn, ...]
+    branches: tuple[exp.Expression, ...] | None = None   # a CASE of literals: its groups are these values
+    filters: tuple[exp.Expression, ...] = ()   # WHERE conjuncts over its declared-key columns only: prune its groups
+
+    @property
+    def column(self) -> str | None:
+        return self.expression.name if isinstance(self.expression, exp.Column) else None
+
+    @property
+    def label(self) -> str:
+        return self.column or self.expression.sql(dialect="duckdb")
+
+    @property
+    def public(self) -> bool:
+        return self.branches is not None or all(c.keys is not None for c in self.columns)
+
+    @property
+    def domain_bound(self) -> int | None:
+        """At most this many groups: one per combination of the columns' keys (None if private)."""
+        if self.branches is not None:
+            return len(self.branches)
+        return math.prod(len(c.keys) for c in self.columns) if self.public else None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """DP partition selection: a group is released iff its noisy unit count is >= threshold."""
+    measurement: str
+    threshold: int
+    epsilon: float
+    delta: float
