@@ -165,7 +165,7 @@ MUTANTS: list[Mutant] = [
       "if scope.table.is_identifier(name):", "if False and scope.table.is_identifier(name):",
       "identifier columns are accepted anywhere"),
     M("star_outside_count", "dpsql/frontend/rules/structure.py",
-      "if not isinstance(parent, exp.Count):", "if False:",
+      "if type(parent) not in FORMS or not FORMS[type(parent)].star:", "if False:",
       "* is allowed outside COUNT(*)"),
     # --- lower/ (short anchors) -----------------------------------------------------------------------
     M("clamp_upper_plus_one", "dpsql/sql/build.py",

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from sqlglot import exp
 from dpsql.errors import InternalError
-from dpsql.frontend.scope import name_of, unqualified
+from dpsql.frontend.scope import FORMS, name_of, unqualified
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
 from dpsql.plan.parts import Measurement, Output
 from dpsql.plan.outputs import (Released, avg_interval, avg_value, count_interval, count_value, quantile_value,
@@ -174,7 +174,7 @@ def _named(text: str) -> Callable[[exp.Expression, str | None, float | None], st
 
 
 def _quantile_name(agg: exp.Expression, column: str | None, q: float | None) -> str:
-    return f"median({column})" if isinstance(agg, exp.Median) else f"quantile_cont({column}, {q:g})"
+    return f"median({column})" if FORMS[type(agg)].q is not None else f"quantile_cont({column}, {q:g})"
 
 
 # In order: a node's special forms (COUNT(DISTINCT unit), COUNT(DISTINCT x), COUNT(*)) before its plain one.
