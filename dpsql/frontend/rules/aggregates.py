@@ -79,15 +79,25 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
             policy = scope.table.columns.get(name_of(inner)) if isinstance(inner, exp.Column) else None
             if form.distinct and policy is not None and policy.keys is not None:
                 continue   # COUNT(DISTINCT col) over a public key set: at most |keys| values
+            if not form.distinct:
+                raise scope.refuse("DP303", f"{fname}(DISTINCT ...) is not supported", agg,
+                                   hint="only COUNT takes DISTINCT: of the privacy unit, or of a column with public keys")
             raise scope.refuse("DP303", f"{fname}(DISTINCT ...) needs a column with public keys, or the privacy "
                                "unit: its count could otherwise reveal values only the data holds", agg)
         if form.star and isinstance(arg, exp.Star):
             continue
-        if arg is None or isinstance(arg, exp.Star) or agg.args.get("expressions") or \
+        if arg is None or isinstance(arg, exp.Star) or agg.args.get("expressions") or _more_arguments(agg) or \
                 (isinstance(arg, exp.Column) and isinstance(arg.this, exp.Star)):
             raise scope.refuse("DP302", f"{fname} takes one argument: a column or an expression of columns", agg)
         if form.argument is not None:
             _argument_kind(agg, form.argument, scope)
+
+
+def _more_arguments(agg: exp.Func) -> bool:
+    """A second argument its node keeps apart (COUNT_IF's ``zero_on_all_null``), which dpsql would not
+    read: refused rather than dropped (a quantile's q is rule quantile_arguments')."""
+    return any(isinstance(value, exp.Expression) for key, value in agg.args.items()
+               if key not in ("this", "expression", "expressions"))
 
 
 def _argument_kind(agg: exp.Func, argument: Argument, scope: Scope) -> None:
