@@ -40,7 +40,7 @@ def test_every_written_form_of_a_node_is_some_aggregate():
         "u": {"identifier": True}, "x": {"keys": [1, 2]}}}}}).tables["t"]
     written = {"COUNT(*)": "count", "COUNT(x)": "count_col", "COUNT(DISTINCT x)": "distinct",
                "COUNT(DISTINCT u)": "units", "MEDIAN(x)": "quantile", "QUANTILE_CONT(x, 0.5)": "quantile",
-               "STDDEV(x)": "stddev_samp", "VARIANCE(x)": "var_samp"}
+               "STDDEV(x)": "stddev_samp", "VARIANCE(x)": "var_samp", "COUNT_IF(x > 1)": "count_if"}
     for sql, kind in written.items():
         agg = sqlglot.parse_one(sql, read="duckdb")
         assert isinstance(agg, exp.AggFunc)

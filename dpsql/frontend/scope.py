@@ -59,6 +59,8 @@ FORMS: dict[type[exp.Func], Form] = {
     exp.StddevPop: Form("STDDEV_POP", NUMBER_ARGUMENT),
     exp.Stddev: Form("STDDEV_SAMP", NUMBER_ARGUMENT),
     exp.StddevSamp: Form("STDDEV_SAMP", NUMBER_ARGUMENT),
+    exp.CountIf: Form("COUNT_IF", Argument(frozenset({BOOLEAN}), "a condition",
+                                           "count the rows where a condition holds: COUNT_IF(age > 30)"), per_row=False),
     exp.Median: Form("MEDIAN", NUMBER_ARGUMENT, quantile=True, q=0.5),
     exp.PercentileCont: Form("QUANTILE_CONT", NUMBER_ARGUMENT, quantile=True,
                              listed="QUANTILE_CONT/PERCENTILE_CONT(x, q)"),

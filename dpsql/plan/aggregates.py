@@ -10,7 +10,7 @@ plan: its row of ``frontend/scope.py`` ``FORMS`` (tests/test_specs.py checks bot
 same nodes). docs/architecture.md says how to add an aggregate.
 
 >>> [k.value for k, s in AGGREGATES.items() if s.direct]
-['units', 'distinct', 'count', 'count_col', 'sum']
+['units', 'distinct', 'count', 'count_col', 'count_if', 'sum']
 """
 from __future__ import annotations
 
@@ -188,6 +188,9 @@ AGGREGATES: dict[OutputKind, AggregateSpec] = {a.kind: a for a in (
                   count_interval, direct=True),
     AggregateSpec(OutputKind.COUNT_COL, (exp.Count,), _argument, _named("count({column})"), _count_column, _one,
                   count_value, count_interval, direct=True),
+    AggregateSpec(OutputKind.COUNT_IF, (exp.CountIf,), _argument, _named("count_if({column})"),
+                  lambda o, s: [Need(Quantity.COUNT_IF, o.column, argument=o.argument)], _one, count_value,
+                  count_interval, direct=True),
     AggregateSpec(OutputKind.SUM, (exp.Sum,), _argument, _named("sum({column})"), _sum, _one, sum_value, sum_interval,
                   direct=True),
     AggregateSpec(OutputKind.AVG, (exp.Avg,), _argument, _named("avg({column})"), _avg, _mean, avg_value,

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from sqlglot import exp
 
-from dpsql.sql.build import col, num
+from dpsql.sql.build import case_when, col, num
 from dpsql.plan.exact import Columns, Reading, capped, declared_key, leaf_index, summed_row, unit_sum, with_value
 from dpsql.plan.kinds import Bounding, Quantity
 from dpsql.plan.sensitivity import (TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES, count_sensitivity, distinct_sensitivity,
@@ -121,6 +121,10 @@ def _values(m, c: Columns) -> exp.Expression:
     return exp.Count(this=col(c.raw))
 
 
+def _own(m, c: Columns) -> exp.Expression:
+    return exp.Count(this=col(c.value))
+
+
 QUANTITIES: dict[Quantity, QuantitySpec] = {q.kind: q for q in (
     QuantitySpec(Quantity.COUNT, lambda m: "COUNT(*)", _counted, exact=_rows,
                  unit=lambda m, C, c: capped(m, C, _rows(m, c))),
@@ -137,6 +141,11 @@ QUANTITIES: dict[Quantity, QuantitySpec] = {q.kind: q for q in (
     QuantitySpec(Quantity.DISTINCT, lambda m: f"COUNT(DISTINCT {m.column})", _distinct,
                  exact=lambda m, c: exp.Count(this=exp.Distinct(expressions=[col(c.value)])),
                  stage=Stage.DISTINCT, read=declared_key),
+    # COUNT_IF(cond): a row counts where its condition, guarded as a WHERE is, holds; capped at C rows per
+    # unit and partition as any count, so L*C (sensitivity.count_sensitivity).
+    QuantitySpec(Quantity.COUNT_IF, lambda m: f"COUNT_IF({m.column})", _counted, exact=_own,
+                 unit=lambda m, C, c: capped(m, C, _own(m, c)),
+                 read=lambda m, r: case_when(r.condition(m.argument), num(1), exp.Null())),
     QuantitySpec(Quantity.QUANTILE, lambda m: f"QUANTILE TREE({m.column})", _tree, exact=None, stage=Stage.TREE,
                  argument=True, numeric=True, row=lambda m, c, row_level: leaf_index(col(c.raw), m),
                  details=_tree_details, noised="node counts"),
