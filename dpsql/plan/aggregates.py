@@ -42,8 +42,8 @@ class AggregateSpec:
     """What one aggregate is, for planning, lowering and what reads a plan. ``o`` is its Output."""
     kind: OutputKind
     nodes: tuple[type[exp.Expression], ...]     # the sqlglot nodes it is written as
-    read: Callable[[exp.Expression, Any], tuple[str | None, exp.Expression | None] | None]   # (label,
-    # argument) if a node is written in its form (COUNT(*), COUNT(DISTINCT x), ...), else None
+    matches: Callable[[exp.Expression, Any], tuple[str | None, exp.Expression | None] | None]   # (label,
+    # argument) if a node is written as this aggregate (COUNT(*), COUNT(DISTINCT x), ...), else None
     name: Callable[[exp.Expression, str | None, float | None], str]   # DuckDB's default output name
     needs: Callable[[Any, Sharing], list[Need]]                      # the noisy quantities behind it
     explain: Callable[[Callable[[str], Any], Any, str], str]         # (the plan's measurements by name, o, note)
@@ -209,7 +209,7 @@ def signature(agg: exp.Expression, table) -> tuple[AggregateSpec, str | None, ex
     the argument unqualified."""
     for spec in AGGREGATES.values():
         if type(agg) in spec.nodes:
-            found = spec.read(agg, table)
+            found = spec.matches(agg, table)
             if found is not None:
                 return spec, *found
     raise InternalError("DP999", f"no aggregate reads {agg.sql(dialect='duckdb')}: this is probably a bug")
