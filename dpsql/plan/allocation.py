@@ -3,22 +3,10 @@ measurements (sequential composition), rounded so the shares never add up to mor
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from dpsql.errors import InvalidParameter
+from dpsql.mechanisms.losses import share
 
-
-def share(epsilon: float, parts: int) -> float:
-    """epsilon / parts, rounded down to a float: the shares never add up to more than epsilon.
-
-    >>> share(0.3, 3) * 3 <= 0.3
-    True
-    """
-    exact = Fraction(epsilon) / parts
-    try:
-        value = float(exact)
-    except OverflowError:
-        return 0.0
-    return value if Fraction(value) <= exact else math.nextafter(value, 0.0)
+__all__ = ["share", "check_budget_parameters"]
 
 
 def check_budget_parameters(epsilon: float, delta: float) -> tuple[float, float]:

@@ -21,6 +21,8 @@ from dpsql.errors import InvalidParameter, PrivacyViolation
 from dpsql.policy.model import TablePolicy
 from dpsql.frontend.options import aggregate_bounds
 from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism
+from dpsql.mechanisms.losses import Loss
+from dpsql.mechanisms.releases import Sensitivity
 from dpsql.frontend.relation import conjuncts
 from dpsql.frontend.scope import AGGREGATES as AGGREGATE_NODES, Scope, argument_bounds, columns_in, group_keys, key_position, name_of, quantile_of
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
@@ -46,7 +48,7 @@ def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: T
     if epsilon <= 0:
         raise InvalidParameter("DP401", "epsilon is too small to share between this query's aggregates")
     try:
-        scale = DISCRETE_LAPLACE.calibrate(sens, epsilon)
+        scale = float(DISCRETE_LAPLACE.calibrate(Sensitivity(1, sens), Loss.pure(epsilon)))
     except (ValueError, OverflowError, ZeroDivisionError):
         raise InvalidParameter("DP401", f"epsilon {epsilon:g} is too small: the noise would exceed what the "
                                "sampler supports (scale < 2**50)") from None
@@ -285,7 +287,7 @@ def _selection(measurements: list[Measurement], L: int, delta: float) -> Selecti
     # Selection thresholds the noisy count of units, whichever output asked for it (kind, not aggregate).
     units = next(m for m in measurements if m.kind == Quantity.UNITS)
     try:
-        threshold = mechanism(units.mechanism).selection_threshold(units.scale, L, delta)
+        threshold = mechanism(units.mechanism).selection_threshold(units.release, L, delta)
     except (ValueError, OverflowError):
         raise InvalidParameter("DP401", f"delta {delta:g} is too small for partition selection") from None
     return Selection(measurement=units.name, epsilon=units.epsilon, delta=delta, threshold=threshold)

@@ -43,7 +43,7 @@ def sign_clamp(value: exp.Expression, lower: float | None, upper: float | None, 
 
 def half_width(m, confidence: float) -> float:
     """The exact half-width of the noise's central interval at ``confidence``, in output units."""
-    return mechanism(m.mechanism).error_bound(m.scale, confidence) * m.granularity
+    return mechanism(m.mechanism).error_bound(m.release, confidence) * m.granularity
 
 
 def count_value(o, r: Released) -> exp.Expression:

@@ -13,6 +13,8 @@ from sqlglot import exp
 from dpsql.errors import InternalError
 from dpsql.frontend.derived import DerivedKeys
 from dpsql.mechanisms.base import MECHANISMS, mechanism
+from dpsql.mechanisms.losses import Loss
+from dpsql.mechanisms.releases import Release, Sensitivity
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
 from dpsql.plan.quantities import QUANTITIES
 from dpsql.plan.text import CONFIDENCE
@@ -48,13 +50,18 @@ class Measurement:
         except ValueError:
             raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug") from None
         if self.mechanism not in MECHANISMS or not mechanism(self.mechanism).covers(
-                self.sensitivity, self.scale, self.epsilon):
+                self.release, Loss.pure(self.epsilon)):
             raise InternalError("DP999", f"measurement {self.name} is under-noised: this is probably a bug")
 
     @property
     def error(self) -> float:
         """Half-width of the interval that holds the noise with probability CONFIDENCE, in output units."""
-        return mechanism(self.mechanism).error_bound(self.scale, CONFIDENCE) * self.granularity
+        return mechanism(self.mechanism).error_bound(self.release, CONFIDENCE) * self.granularity
+
+    @property
+    def release(self) -> Release:
+        """What it releases, in its mechanism's terms (one partition moved by its L1, for now)."""
+        return Release(self.mechanism, Sensitivity(1, self.sensitivity), self.scale)
 
     @property
     def label(self) -> str:
