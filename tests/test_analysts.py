@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from decimal import Decimal
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -28,6 +27,7 @@ from dpsql.accounting.ledger import Ledger, LedgerError
 from dpsql.cli import commands as cli
 from dpsql.errors import AuthError, BudgetExceeded, InvalidParameter
 from dpsql.policy import load_policy
+from tests.support.paths import ROOT
 
 POLICY = {"budget": {"epsilon": 1.0, "delta": 1e-6},
           "tables": {"people": {"privacy_unit": "person_id", "columns": {"sex": {"keys": ["F", "M"]}}}}}
@@ -387,7 +387,7 @@ def test_analyst_add_in_a_real_process_prints_the_token_once(tmp_path):
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump(POLICY))
     db = tmp_path / "people.duckdb"                     # --db names the ledger beside it
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = subprocess.run([sys.executable, "-m", "dpsql.cli.commands", "analyst", "add", "carol", "--epsilon", "0.5",
                           "--db", str(db), "--policy", str(policy)], capture_output=True, text=True, env=env,
                          timeout=120)

@@ -8,18 +8,12 @@ import importlib
 import importlib.util
 import inspect
 import re
-import sys
 import textwrap
 from pathlib import Path
 
 from dpsql.api.connection import PrivateConnection
+from tests.support.paths import ROOT, layers_contract
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:   # pragma: no cover - the dependency dpsql itself declares for Python 3.10
-    import tomli as tomllib
-
-ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "architecture.md").read_text()
 # A file path: under dpsql/ unless it starts with another top-level folder; a bare name is a module
 # beside dpsql's packages (limits.py) or a test file (test_joins.py).
@@ -131,7 +125,5 @@ def test_every_frontend_module_is_in_the_pipeline():
 
 
 def test_the_layers_are_the_contracts():
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
     block = DOC.split("## Layers")[1].split("```")[1]
-    assert block.strip().splitlines() == contract["layers"]
+    assert block.strip().splitlines() == layers_contract()["layers"]

@@ -1,21 +1,8 @@
 """Smoke tests of the benchmark harnesses at a tiny size: they run end to end, dpsql's answers are
 timed fresh (never a replay), and the report computes its targets. Speed targets live in
 benchmarks/README.md, not here."""
-import importlib.util
-import sys
-from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def load(name: str):
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))   # the harness modules import each other by name
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module   # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from tests.support.benchmarks import load
 
 
 def test_the_core_benchmark_runs_at_10k_rows():

@@ -16,11 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpsql.cli import commands as cli
-from tests import test_cli as base
-
-files, runner = base.files, base.runner   # the same small database and policy as tests/test_cli.py
-SQL = base.COUNT_BY_SEX
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.cli import COUNT_BY_SEX as SQL
+from tests.support.paths import ROOT
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,8 @@ import pytest
 import dpsql
 from dpsql import testing
 from dpsql.errors import BudgetExceeded, ExecutionError, InvalidParameter
-
-from conftest import POLICY, make_database, refusal
+from tests.support.checks import refusal
+from tests.support.fixture import POLICY, make_database
 
 
 def test_result_has_duckdb_like_verbs_and_is_materialised_once(db):

@@ -19,7 +19,7 @@ import pytest
 
 from dpsql import testing
 from dpsql.server import encode
-from server_harness import ThreadServer, call, owner
+from tests.support.server import ThreadServer, call, owner
 
 CHROMIUM = os.environ.get("DPSQL_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

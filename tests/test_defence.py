@@ -7,8 +7,7 @@ import pytest
 
 import dpsql
 from dpsql import testing
-
-from conftest import POLICY
+from tests.support.fixture import POLICY
 
 ATTACKS = [
     "SELECT * FROM read_csv('/etc/passwd')",

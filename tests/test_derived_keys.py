@@ -19,7 +19,8 @@ from dpsql import testing
 from dpsql.accounting.identity import canonical, policy_document, policy_identity
 from dpsql.frontend.derived import MAX_DERIVED_KEYS
 from dpsql.policy import load_policy
-from conftest import POLICY, make_database, refusal
+from tests.support.checks import refusal
+from tests.support.fixture import POLICY, make_database
 
 SHOP = {
     "budget": {"epsilon": 1e6, "delta": 0.5},

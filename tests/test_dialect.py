@@ -1,6 +1,5 @@
 """GoogleSQL differential-privacy syntax: BigQuery DP queries run on DuckDB unchanged, and their
 options are enforced by the rewrite, within the policy's total budget."""
-from pathlib import Path
 
 import pytest
 import sqlglot
@@ -8,11 +7,11 @@ from sqlglot import exp
 
 from dpsql.frontend.dialect import DP_AGGREGATES, Dpsql
 from dpsql.errors import InvalidParameter
-
-from conftest import refusal
+from tests.support.checks import refusal
+from tests.support.paths import ACCEPT
 
 # The BigQuery example of the accept corpus, run unchanged.
-BIGQUERY = next((Path(__file__).resolve().parents[1] / "grammar" / "accept").glob("036_*.sql")).read_text()
+BIGQUERY = next(ACCEPT.glob("036_*.sql")).read_text()
 
 
 def test_a_bigquery_dp_query_runs_unchanged(db):

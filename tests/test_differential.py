@@ -34,7 +34,6 @@ import datetime
 import decimal
 import math
 import re
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -45,11 +44,14 @@ import dpsql
 from dpsql import testing
 from dpsql.frontend.parse import parse
 from dpsql.plan.sensitivity import TREE_LEAVES
-from test_fuzz import grammar_queries, mutated_queries
-from conftest import examples
-from test_leaks import COMMON, LEAK_POLICY, attempt, make_base_database, typed_queries
+from tests.support.checks import COMMON, examples
+from tests.support.leak_world import LEAK_POLICY, make_base_database
+from tests.support.leaks import attempt
+from tests.support.paths import GRAMMAR
+from tests.support.queries.grammar import grammar_queries
+from tests.support.queries.mutations import mutated_queries
+from tests.support.queries.typed import typed_queries
 
-GRAMMAR = Path(__file__).resolve().parents[1] / "grammar"
 ACCEPT = sorted((GRAMMAR / "accept").glob("*.sql"))
 
 # --------------------------------------------------------------------------------------------

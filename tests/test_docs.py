@@ -3,13 +3,12 @@ import doctest
 import importlib
 import pkgutil
 import re
-from pathlib import Path
 
 import pytest
 
 import dpsql
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MODULES = sorted(m.name for m in pkgutil.walk_packages(dpsql.__path__, "dpsql."))
 
 

@@ -13,7 +13,7 @@ import dpsql
 from dpsql import testing
 from dpsql.frontend.fold import evaluate, fold_constants
 from dpsql.frontend.parse import parse
-from conftest import refusal
+from tests.support.checks import refusal
 
 
 def folded(expression: str) -> str:

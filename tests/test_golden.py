@@ -7,11 +7,12 @@ commit message.
 """
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "golden.py"
+from tests.support.paths import TOOLS
+
+TOOL = TOOLS / "golden.py"
 _SPEC = importlib.util.spec_from_file_location("_golden_tool", TOOL)
 golden = sys.modules[_SPEC.name] = importlib.util.module_from_spec(_SPEC)   # dataclasses need it
 _SPEC.loader.exec_module(golden)

@@ -2,13 +2,12 @@
 with the code on its `-- expect:` line (and, where a `-- caret:` line says so, underlines that text)."""
 import math
 import re
-from pathlib import Path
 
 import pytest
 
 import dpsql
+from tests.support.paths import GRAMMAR
 
-GRAMMAR = Path(__file__).resolve().parents[1] / "grammar"
 ACCEPT = sorted((GRAMMAR / "accept").glob("*.sql"))
 REJECT = sorted((GRAMMAR / "reject").glob("*.sql"))
 

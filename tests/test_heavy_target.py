@@ -30,7 +30,7 @@ import duckdb
 import pytest
 
 from dpsql import testing
-from test_leaks import Worlds
+from tests.support.leaks import Worlds
 
 HEAVY_UNIT = 1_000_000_000
 BASE_UNITS, BASE_ROWS_PER_UNIT = 2000, 5

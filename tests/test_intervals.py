@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpsql.frontend.intervals import interval
-from conftest import examples
+from tests.support.checks import examples
 
 LITERALS = st.integers(-5, 5).map(str) | st.sampled_from(["0.5", "2.25", "-1.5"])
 

@@ -7,7 +7,7 @@ key; public holidays (TIMESTAMP_NS), rates (DECIMAL(38,20)), nation (BIGINT, 25 
 TINYINT), codes (case-sensitive text against a NOCASE column) and bands (BIGINT against a DOUBLE).
 Each neighbour D' adds one customer with orders, line items and notes: dates past every timestamp's
 range, integers past 1e18 and near 2**63, NaN and infinities, strings that differ from D's only in
-case, NULLs, or simply many rows. The three properties of tests/leak_support.py must hold for the
+case, NULLs, or simply many rows. The three properties of tests/support/leaks.py must hold for the
 issue's findings (pinned), for a small generator of join and EXISTS/IN queries (derandomized; a slow
 twin runs many more), under a 256 MB engine with the heavy neighbour, and a query on the heavy D' may
 take at most ``FACTOR`` times as long as on D.
@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import leak_support
-from conftest import examples
+from tests.support import leaks
+from tests.support.checks import examples
 
 POLICY = {"budget": {"epsilon": 1e15, "delta": 0.5}, "tables": {
     "customer": {"privacy_unit": "c_custkey", "max_groups_per_unit": 2, "max_rows_per_unit": 2, "columns": {
@@ -127,7 +127,7 @@ def add(con: duckdb.DuckDBPyConnection, neighbour: str) -> duckdb.DuckDBPyConnec
     return con
 
 
-class Worlds(leak_support.Worlds):
+class Worlds(leaks.Worlds):
     def __init__(self, neighbours=NEIGHBOUR_IDS, memory: str = "1GB"):
         super().__init__(POLICY, neighbours, lambda: base(memory), add)
 
@@ -294,7 +294,7 @@ def seconds(db, sql: str) -> float:
     times = []
     for _ in range(RUNS):
         start = time.perf_counter()
-        leak_support.attempt(db, sql, noise="zero", stage="output")
+        leaks.attempt(db, sql, noise="zero", stage="output")
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 

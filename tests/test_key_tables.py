@@ -6,8 +6,7 @@ import pytest
 
 import dpsql
 from dpsql.engines.duckdb_schema import KEY_LITERALS_MAX
-
-from conftest import make_database
+from tests.support.fixture import make_database
 
 EXACT = 1e9   # noise far below 1: counts come back exact
 

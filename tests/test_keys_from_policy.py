@@ -19,7 +19,7 @@ import dpsql
 from dpsql import testing
 from dpsql.policy import load_policy
 from dpsql.policy.bounds import MAX_KEY_RANGE
-from conftest import refusal
+from tests.support.checks import refusal
 
 PUMS = {
     "budget": {"epsilon": 1e6, "delta": 1e-3},

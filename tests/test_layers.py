@@ -6,26 +6,19 @@ down once."""
 from __future__ import annotations
 
 import ast
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:   # pragma: no cover - the dependency dpsql itself declares for Python 3.10
-    import tomli as tomllib
+from tests.support.paths import PACKAGE, ROOT, layers_contract
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "dpsql"
 FACE = "dpsql"   # the package face re-exports the public names; it is no layer of its own
 
 
 def layers() -> list[list[str]]:
     """The layers contract of pyproject.toml, highest first: each layer's packages (``a | b``)."""
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    contract = layers_contract()
     assert contract["containers"] == [FACE]
     return [[name.strip() for name in layer.split("|")] for layer in contract["layers"]]
 

@@ -30,6 +30,7 @@ from dpsql.accounting.budget import Cost
 from dpsql.policy import load_policy
 from dpsql.errors import BudgetExceeded, ExecutionError
 from dpsql.accounting.ledger import LedgerError
+from tests.support.paths import ROOT
 
 POLICY = {
     "version": 1,
@@ -493,7 +494,7 @@ CHILD = textwrap.dedent("""
 # Children import this working tree's dpsql (the script's own directory is first on their path, so an
 # installed copy, maybe older, would win otherwise).
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
-    filter(None, [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.environ.get("PYTHONPATH")]))}
+    filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def _spawn(tmp_path, db_path, policy, ledger, mode):

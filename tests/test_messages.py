@@ -16,7 +16,8 @@ from dpsql import Result
 from dpsql.api.advice import plan_warnings, result_warnings
 from dpsql.cli.progress import spinner
 from dpsql.errors import EXIT_CODES, BudgetExceeded, DpsqlError, error_kind
-from tests.conftest import make_database, refusal
+from tests.support.checks import refusal
+from tests.support.fixture import make_database
 
 
 # --- did you mean ----------------------------------------------------------------------------------

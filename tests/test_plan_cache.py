@@ -5,8 +5,7 @@ import pytest
 import dpsql
 from dpsql import testing
 from dpsql.api import plan_cache
-
-from test_joins import POLICY, SMALL, database
+from tests.support.tpch import POLICY, SMALL, database
 
 COUNT = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
 

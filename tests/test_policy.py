@@ -10,8 +10,7 @@ from dpsql import testing
 from dpsql.errors import PolicyError
 from dpsql.policy import load_policy
 from dpsql.engines.duckdb_schema import bind_schema
-
-from conftest import POLICY, make_database
+from tests.support.fixture import POLICY, make_database
 
 
 def broken(path, value):

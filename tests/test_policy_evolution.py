@@ -30,8 +30,8 @@ from dpsql.accounting.ledger import Ledger, LedgerError
 from dpsql.cli import commands as cli
 from dpsql.errors import BudgetExceeded
 from dpsql.policy import load_policy
+from tests.support.paths import DATA, ROOT
 
-DATA = Path(__file__).parent / "data"
 V1_LEDGER, V1_POLICY = DATA / "ledger_v1.sqlite", DATA / "ledger_v1_policy.yaml"
 V1_SPENT = Decimal("0.25") + Decimal("0.125") + Decimal("0.1") + Decimal("0.05")   # its 4 charges
 
@@ -303,7 +303,7 @@ def test_a_format_1_ledger_opens_alone_and_with_a_changed_policy(tmp_path):
 
 def test_budget_of_a_format_1_ledger_alone_in_a_real_process(tmp_path):
     path = _v1_copy(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = subprocess.run([sys.executable, "-m", "dpsql.cli.commands", "budget", "--ledger", str(path), "--format",
                           "json"], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr

@@ -13,8 +13,7 @@ from dpsql.accounting.identity import canonical, policy_document, policy_identit
 from dpsql.engines import duckdb_schema
 from dpsql.errors import PolicyError
 from dpsql.policy import Link, load_policy
-
-from conftest import POLICY
+from tests.support.fixture import POLICY
 
 TPCH = {
     "budget": {"epsilon": 100, "delta": 1e-6},

@@ -19,9 +19,9 @@ from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
 from dpsql.lower.quantile import ALPHA
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH
-from conftest import examples, refusal
-from test_sensitivity import KEYS, ROW, VALUES, bounds, exact_sql, noiseless, plan_for
-from test_statistics import chi_squared_p
+from tests.support.checks import examples, refusal
+from tests.support.exact import KEYS, ROW, VALUES, bounds, exact_sql, noiseless, plan_for
+from tests.support.stats import chi_squared_p
 
 LEVELS = " UNION ALL ".join(f"SELECT {d} AS d, * FROM __m0_h{d}" for d in range(1, TREE_DEPTH + 1))
 

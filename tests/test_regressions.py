@@ -11,13 +11,11 @@ from __future__ import annotations
 import functools
 import math
 from fractions import Fraction
-from pathlib import Path
 
 import duckdb
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import dpsql
 from dpsql.api import replay
@@ -25,8 +23,10 @@ from dpsql.accounting.budget import Cost
 from dpsql.errors import InternalError
 from dpsql.plan.parts import Measurement
 from dpsql.testing import run
-
-from conftest import POLICY, make_database, refusal
+from tests.support.checks import refusal
+from tests.support.fixture import POLICY, make_database
+from tests.support.paths import ACCEPT
+from tests.support.queries.grammar import grammar_queries
 
 TREE_DEPTH = 4   # README: quantile tree of branching 16 and depth 4, sensitivity 4*L*C
 KEYS = ["a", "b", "c"]
@@ -211,7 +211,7 @@ CORPUS = [
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 1) clinic, COUNT(*), SUM(cost) "
     "FROM visits GROUP BY clinic",
 ]
-ACCEPTED = sorted(p.read_text() for p in (Path(__file__).resolve().parent.parent / "grammar" / "accept").glob("*.sql"))
+ACCEPTED = sorted(p.read_text() for p in ACCEPT.glob("*.sql"))
 EPSILONS = [1.0, 0.3, 1.1, 2.0]
 
 
@@ -292,16 +292,9 @@ def test_the_ledger_charges_what_every_plan_spends():
     assert answered == CORPUS
 
 
-try:
-    from test_fuzz import grammar_queries
-except ImportError:  # the fuzzer was refactored: the corpus tests above still run
-    grammar_queries = None
-
-
-@pytest.mark.skipif(grammar_queries is None, reason="tests/test_fuzz.py has no grammar_queries strategy")
 @settings(max_examples=30, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
-@given(sql=grammar_queries() if grammar_queries is not None else st.just(""))
+@given(sql=grammar_queries())
 def test_grammar_queries_are_charged_what_they_spend_with_enough_noise(sql):
     """The same properties over queries drawn from the grammar (those that are answered)."""
     answer_and_check(corpus_db(), sql)

@@ -15,7 +15,7 @@ import dpsql
 from dpsql.cli import commands as cli
 from dpsql.errors import AuthError, BudgetExceeded
 from dpsql.client.remote import RemotePlan
-from server_harness import ThreadServer, free_port, owner
+from tests.support.server import ThreadServer, free_port, owner
 
 COUNT = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
 

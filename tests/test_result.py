@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpsql import Result
+from tests.support.paths import ROOT
 
 SQL = "SELECT sex, COUNT(*) AS n, AVG(income) AS inc FROM people GROUP BY sex"
 
@@ -128,8 +129,7 @@ def test_empty_result(db):
 # --- the README's "Results out" examples run ------------------------------------------------------------
 
 def _readme_section(title: str) -> str:
-    from pathlib import Path
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     return readme.split(f"## {title}\n")[1].split("\n## ")[0]
 
 
@@ -138,7 +138,7 @@ def people_files(tmp_path, monkeypatch):
     """people.duckdb and policy.yaml in the current directory, as the README's examples name them."""
     import yaml
 
-    from tests.conftest import POLICY, make_database
+    from tests.support.fixture import POLICY, make_database
     con = make_database()
     con.execute(f"ATTACH '{tmp_path / 'people.duckdb'}' AS f")
     for table in ("people", "visits", "prescriptions", "clinics"):

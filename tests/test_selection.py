@@ -12,8 +12,7 @@ import pytest
 
 import dpsql
 from dpsql.mechanisms.discrete_laplace import selection_probability
-
-from conftest import refusal
+from tests.support.checks import refusal
 
 KEYS = 4000
 

@@ -18,7 +18,7 @@ import pytest
 from dpsql import testing
 from dpsql.server.limits import Limits
 import dpsql
-from server_harness import ProcessServer, ThreadServer, call, owner
+from tests.support.server import ProcessServer, ThreadServer, call, owner
 
 COUNT = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
 

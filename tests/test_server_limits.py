@@ -17,9 +17,8 @@ from dpsql import testing
 from dpsql.accounting.ledger import Ledger
 from dpsql.policy import load_policy
 from dpsql.server.limits import Limits
-from server_harness import ProcessServer, ThreadServer, call
-
-from conftest import POLICY, make_database
+from tests.support.fixture import POLICY, make_database
+from tests.support.server import ProcessServer, ThreadServer, call
 
 POLICY_WITH_NUMS = {**POLICY, "tables": {**POLICY["tables"], "nums": {"public": True}}}
 # Public tables only, so free: 2,000 numbers joined three times is 8e9 rows, a minute of DuckDB.

@@ -16,8 +16,8 @@ import pytest
 import dpsql
 from dpsql.accounting.ledger import Ledger
 from dpsql.policy import load_policy
-from server_harness import ProcessServer, database_files
-from test_benchmarks import load as load_benchmark
+from tests.support.benchmarks import load as load_benchmark
+from tests.support.server import ProcessServer, database_files
 
 server_load = load_benchmark("server_load")
 UNLIMITED = server_load.UNLIMITED   # one analyst's many clients at once

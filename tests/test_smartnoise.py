@@ -9,7 +9,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -20,8 +19,8 @@ import dpsql
 from dpsql.cli import main
 from dpsql.policy import load_policy
 from dpsql.policy.smartnoise import convert, distinct_values, load_metadata
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "smartnoise"
 PUMS_META = {"PUMS": {"PUMS": {"PUMS": {
     "row_privacy": True, "rows": 1000,

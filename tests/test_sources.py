@@ -20,8 +20,8 @@ from click.testing import CliRunner
 import dpsql
 from dpsql import testing
 from dpsql.cli import main as cli_main
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PEOPLE = "SELECT range AS id, CASE WHEN range % 2 = 0 THEN 'F' ELSE 'M' END AS sex, range % 90 AS age FROM range(200)"
 COUNT_BY_SEX = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
 EXACT_BY_SEX = [("F", 100), ("M", 100)]

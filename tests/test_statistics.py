@@ -12,9 +12,9 @@ import pytest
 from scipy import stats
 
 import dpsql
-from dpsql.mechanisms import discrete_laplace as noise
 from dpsql import testing
 from dpsql.mechanisms import randomness
+from tests.support.stats import chi_squared_p
 
 GROUPS = 3000
 
@@ -29,21 +29,6 @@ def connection(unit="row", L=1, C=1, lower=0.0, upper=10.0, seed=7):
         "columns": {"k": {"keys": list(range(GROUPS))}, "v": {"lower": lower, "upper": upper}}}}}
     exact = dict(con.execute("SELECT k, COUNT(*) FROM t GROUP BY k").fetchall())
     return dpsql.connect(con, ledger=":memory:", policy=policy, rng=np.random.default_rng(seed)), exact
-
-
-def chi_squared_p(draws: np.ndarray, scale: float) -> float:
-    """Chi-squared goodness of fit against the exact discrete Laplace pmf, tails pooled (expected >= 5)."""
-    support = np.arange(-200 * max(scale, 1), 200 * max(scale, 1) + 1).astype(np.int64)
-    pmf = noise.discrete_laplace_pmf(scale, support)
-    keep = pmf * len(draws) >= 5
-    lo, hi = support[keep][0], support[keep][-1]
-    observed = [np.sum(draws < lo)] + [np.sum(draws == x) for x in range(lo, hi + 1)] + [np.sum(draws > hi)]
-    inner = noise.discrete_laplace_pmf(scale, np.arange(lo, hi + 1))
-    tail = (1 - inner.sum()) / 2
-    expected = np.concatenate([[tail], inner, [tail]]) * len(draws)
-    observed, expected = np.array(observed), expected
-    mask = expected > 0
-    return stats.chisquare(observed[mask], expected[mask] * observed.sum() / expected[mask].sum()).pvalue
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0])

@@ -1,7 +1,9 @@
 """The guard, beyond the corpora in grammar/ (tests/test_grammar.py): messages, hints, semantics."""
 import pytest
 
-from conftest import make_database, refusal
+from tests.support.checks import refusal
+from tests.support.fixture import make_database
+
 
 def test_error_format_has_line_column_and_caret(db):
     err = refusal(db, "SELECT COUNT(*)\nFROM people\nWHERE ssn = 'x'")

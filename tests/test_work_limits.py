@@ -18,8 +18,7 @@ from dpsql.accounting.ledger import RECORDED_CHARS
 from dpsql.api.replay import normalise_sql
 from dpsql.engines.turns import Turns
 from dpsql.limits import WorkLimits
-
-from conftest import POLICY, make_database
+from tests.support.fixture import POLICY, make_database
 
 # A public table of 2,000 numbers: three of it joined is 8e9 rows, minutes of work for DuckDB.
 SLOW = "SELECT COUNT(*) AS n FROM nums a, nums b, nums c WHERE (a.x + b.x * c.x) % 7 = 3"

@@ -1,6 +1,7 @@
-"""The metamorphic leak test's machinery, shared by its test modules (tests/test_leaks.py, one table
-per query; tests/test_join_leaks.py, many tables): run a query on a database D and on neighbours D'
-(D plus one person with all their rows) through the trusted seam, and check the three properties.
+"""The metamorphic leak test's machinery, shared by its test modules (tests/properties/test_leaks.py, one
+table per query; tests/properties/test_join_leaks.py, many tables; tests/properties/test_heavy_target.py,
+under a memory limit): run a query on a database D and on neighbours D' (D plus one person with all
+their rows) through the trusted seam, and check the three properties.
 
 1. **The same outcome**: both refused with the same code, or both answered; never an engine error.
 2. **Bounded measurements** (noise off): each scalar measurement moves, in L1 over all groups, by at

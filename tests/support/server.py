@@ -20,15 +20,14 @@ import uvicorn
 import yaml
 
 import dpsql
-from conftest import POLICY, make_database
 from dpsql.server.limits import Limits
 from dpsql.server.run import config
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.fixture import POLICY, make_database
+from tests.support.paths import ROOT
 
 
 def database_files(directory: Path, policy: dict | None = None) -> tuple[Path, Path, Path]:
-    """The conftest database written to a file, its policy as YAML, and a ledger path beside them."""
+    """The fixture database (tests/support/fixture.py) written to a file, its policy as YAML, and a ledger path beside them."""
     db_path, policy_path = directory / "data.duckdb", directory / "policy.yaml"
     con = make_database()
     con.execute(f"ATTACH '{db_path}' AS f")
