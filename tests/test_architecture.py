@@ -16,7 +16,7 @@ from tests.support.paths import ROOT, layers_contract
 
 DOC = (ROOT / "docs" / "architecture.md").read_text()
 # A file path: under dpsql/ unless it starts with another top-level folder; a bare name is a module
-# beside dpsql's packages (limits.py) or a test file (test_joins.py).
+# beside dpsql's packages (limits.py) or a test file (test_joins.py, in whichever package of tests/).
 PATH = re.compile(r"(?<![\w./-])((?:[a-z_]+/)*[a-z_]+\.py)\b")
 TOP = ("dpsql/", "tests/", "tools/", "benchmarks/", "docs/", "grammar/")
 # A cited name: backticked identifiers right after a backticked path (`lower/bounding.py` `rows_cte`,
@@ -28,7 +28,9 @@ def file_of(path: str) -> Path:
     if path.startswith(TOP):
         return ROOT / path
     if "/" not in path and path.startswith("test_"):
-        return ROOT / "tests" / path
+        found = sorted((ROOT / "tests").rglob(path))
+        assert len(found) <= 1, f"{path} names {len(found)} test files"
+        return found[0] if found else ROOT / "tests" / path
     return ROOT / "dpsql" / path
 
 
