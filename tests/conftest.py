@@ -9,9 +9,6 @@ import pytest
 import dpsql
 from tests.support.fixture import POLICY, make_database
 
-# The CLI tests' fixtures (files, runner), until tests/cli/ has a conftest.py of its own.
-pytest_plugins = ("tests.support.cli",)
-
 
 @pytest.fixture
 def policy():

@@ -320,7 +320,7 @@ def test_connection_objects_replay_only_within_a_connection_unless_the_data_is_n
 # --- failing closed ------------------------------------------------------------------------------
 
 def test_a_ledger_spent_under_another_privacy_unit_is_refused(files):
-    """What may change in a policy and what is recorded: tests/test_policy_evolution.py."""
+    """What may change in a policy and what is recorded: tests/accounting/test_policy_evolution.py."""
     db_path, policy, ledger = files
     dpsql.connect(db_path, policy=policy, ledger=ledger).sql(COUNT)
     before = open(ledger, "rb").read()

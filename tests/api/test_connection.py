@@ -24,7 +24,7 @@ def test_result_has_duckdb_like_verbs_and_is_materialised_once(db):
 
 def test_every_public_key_appears_even_when_empty(db):
     # WA is in the data but not declared: dropped. No row has an income above 10**6: still released.
-    # (A WHERE on the key column itself prunes the keys it excludes: tests/test_keys_from_policy.py.)
+    # (A WHERE on the key column itself prunes the keys it excludes: tests/frontend/test_keys_from_policy.py.)
     rows = db.sql("SELECT state, COUNT(*) FROM people WHERE income > 1000000 GROUP BY state").fetchall()
     assert [r[0] for r in rows] == ["CA", "NY", "TX"]
 

@@ -2,8 +2,6 @@
 hint on every DP402, warnings when the noise swamps the answer or partition selection withheld
 groups, and the kind of each error (refused, set-up, failed) that the CLI's exit code follows."""
 import dataclasses
-import io
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -14,7 +12,6 @@ import dpsql
 from dpsql import testing
 from dpsql import Result
 from dpsql.api.advice import plan_warnings, result_warnings
-from dpsql.cli.progress import spinner
 from dpsql.errors import EXIT_CODES, BudgetExceeded, DpsqlError, error_kind
 from tests.support.checks import refusal
 from tests.support.fixture import make_database
@@ -148,33 +145,3 @@ def test_explain_carries_the_plan_warnings(db):
     plan = db.explain("SELECT COUNT(*) AS n FROM people", epsilon=1e-12)
     assert plan_warnings(plan) and "dwarfs any plausible answer" in plan_warnings(plan)[0]
     assert Result(pa.table({"n": [0]}), plan).warnings[0] == plan_warnings(plan)[0]
-
-
-# --- the spinner ---------------------------------------------------------------------------------------
-
-class _Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
-
-def test_the_spinner_shows_on_a_terminal_only():
-    tty, pipe = _Terminal(), io.StringIO()
-    with spinner("running the query", stream=tty, delay=0):
-        time.sleep(0.3)
-    with spinner("running the query", stream=pipe, delay=0):
-        time.sleep(0.05)
-    assert "running the query" in tty.getvalue() and pipe.getvalue() == ""
-
-
-def test_the_spinner_never_takes_stdout(capsys):
-    tty = _Terminal()
-    with spinner("running the query", stream=tty, delay=0):
-        print("the answer")
-    assert capsys.readouterr().out == "the answer\n" and "the answer" not in tty.getvalue()
-
-
-def test_the_spinner_waits_a_second():
-    tty = _Terminal()
-    with spinner("running the query", stream=tty):
-        pass
-    assert tty.getvalue() == ""

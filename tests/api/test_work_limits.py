@@ -2,7 +2,7 @@
 (DP314, DP315), every request can have a deadline that interrupts the engine (DP425 nothing spent,
 DP901 spent), the engine's turns are shared fairly between analysts, and a zero-cost record in the
 ledger is bounded. Planning's linearity is shown by benchmarks/planning.py, not timed here; the
-server's side (rates, one analyst saturating while another is answered) is tests/test_server_limits.py."""
+server's side (rates, one analyst saturating while another is answered) is tests/server/test_server_limits.py."""
 from __future__ import annotations
 
 import hashlib

@@ -110,7 +110,7 @@ def test_date_bounds_make_nothing_summable():
 
 def test_the_ledger_identity_of_policies_without_date_bounds_is_unchanged():
     """Date bounds stand where number bounds would, tagged: other policies keep their document byte for
-    byte (tests/test_policy_tables.py pins two identities computed before date bounds existed)."""
+    byte (tests/policy/test_policy_tables.py pins two identities computed before date bounds existed)."""
     doc = policy_document(load_policy(SHOP))
     assert doc["tables"]["orders"]["columns"]["day"]["lower"] == datetime.date(1992, 1, 1)
     assert '"lower":"date:1992-01-01"' in canonical(doc)

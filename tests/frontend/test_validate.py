@@ -1,4 +1,4 @@
-"""The guard, beyond the corpora in grammar/ (tests/test_grammar.py): messages, hints, semantics."""
+"""The guard, beyond the corpora in grammar/ (tests/contracts/test_grammar.py): messages, hints, semantics."""
 import pytest
 
 from tests.support.checks import refusal

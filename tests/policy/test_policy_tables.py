@@ -178,7 +178,7 @@ def test_a_policy_of_public_tables_only_is_refused():
 
 
 def test_several_independent_roots_stay_allowed():
-    """Today's policies hold several tables each with its own unit (conftest: people, visits); each
+    """Today's policies hold several tables each with its own unit (the fixture: people, visits); each
     linked table reaches exactly one of them, and a table's root names its unit."""
     p = load_policy(changed("tables.people", POLICY["tables"]["people"]))
     assert set(p.roots) == {"customer", "people"}
@@ -333,7 +333,7 @@ def test_link_columns_are_identifiers_in_queries(sql):
 
 
 def test_a_public_table_alone_is_answered_exactly():
-    """No person's data: exact, at epsilon 0 (tests/test_public_queries.py)."""
+    """No person's data: exact, at epsilon 0 (tests/frontend/test_public_queries.py)."""
     exact = testing.run(connect(), "SELECT COUNT(*) AS n FROM nation WHERE n_name <> 'N0'")
     assert exact.rows == [(2,)] and "public tables only (nation): answered exactly" in str(exact.plan)
 

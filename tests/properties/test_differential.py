@@ -25,7 +25,8 @@ the tolerances); with ORDER BY on keys only, the order must match too. A query D
 is skipped (dpsql evaluates user expressions under TRY()), and so is one with GoogleSQL per-aggregate
 bounds or max_groups_contributed (they change the answer by design); LIMIT/OFFSET are dropped from
 both sides (empty public groups would shift them). The queries: every file in grammar/accept, the
-grammar fuzzer and its mutations (tests/test_fuzz.py) and the typed generator (tests/test_leaks.py).
+grammar fuzzer and its mutations (tests/support/queries/) and the typed generator
+(tests/support/queries/typed.py).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The leak test's three properties (tests/test_leaks.py) under a memory-limited engine, against a
+"""The leak test's three properties (tests/properties/test_leaks.py) under a memory-limited engine, against a
 heavy target: one person with millions of rows (issue 20, finding 3).
 
 What a person holds in the engine's memory before the caps (C values per partition, L partitions)

@@ -224,14 +224,14 @@ def test_per_person_queries_do_not_tell_neighbours_apart(worlds, sql, neighbour)
 @DEFAULT
 @given(sql=grammar_queries(), neighbour=st.sampled_from(OTHERS))
 def test_grammar_queries_do_not_tell_neighbours_apart(worlds, sql, neighbour):
-    """The grammar fuzzer's queries (tests/test_fuzz.py), run on the extended fixture tables."""
+    """The grammar fuzzer's queries (tests/support/queries/grammar.py), run on the extended fixture tables."""
     event(worlds.check(sql, ["mixed", neighbour]))
 
 
 @DEFAULT
 @given(sql=mutated_queries(), neighbour=st.sampled_from(OTHERS))
 def test_mutated_queries_do_not_tell_neighbours_apart(worlds, sql, neighbour):
-    """Mutations of accepted queries (tests/test_fuzz.py)."""
+    """Mutations of accepted queries (tests/support/queries/mutations.py)."""
     event(worlds.check(sql, ["mixed", neighbour]))
 
 

@@ -1,6 +1,6 @@
 """dpsql serve bounds free work (issue 20, finding 4): one analyst sending the slowest queries the limits
 allow does not starve another, free requests are counted against a rate per analyst, and an analyst
-has a few requests in flight at most. The in-process limits are tests/test_work_limits.py."""
+has a few requests in flight at most. The in-process limits are tests/api/test_work_limits.py."""
 from __future__ import annotations
 
 import threading
