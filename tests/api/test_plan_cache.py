@@ -4,19 +4,16 @@ import pytest
 
 import dpsql
 from dpsql import testing
-from dpsql.api import plan_cache
 from tests.support.tpch import POLICY, SMALL, database
 
 COUNT = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
 
 
 @pytest.fixture
-def plannings(db, monkeypatch):
-    """How many times ``db`` ran its planning pipeline."""
-    calls = []
-    lowered = db._lowered
-    monkeypatch.setattr(db, "_lowered", lambda *a, **kw: calls.append(a[0]) or lowered(*a, **kw))
-    return calls
+def plannings(db):
+    """The queries ``db`` ran its planning pipeline for."""
+    with testing.plannings(db) as calls:
+        yield calls
 
 
 def test_the_same_call_is_planned_once_and_still_draws_fresh_noise(db, plannings):
@@ -52,8 +49,8 @@ def test_a_refused_query_is_refused_every_time(db, plannings):
 
 def test_each_analyst_has_their_own_plans(db, plannings):
     """Whether B's query is found must not depend on what A asked: a timing channel between analysts."""
-    db._ledger.add_analyst("a", epsilon=10)
-    db._ledger.add_analyst("b", epsilon=10)
+    testing.ledger(db).add_analyst("a", epsilon=10)
+    testing.ledger(db).add_analyst("b", epsilon=10)
     a, b = db.analyst("a"), db.analyst("b")
     a.explain(COUNT, epsilon=0.5)
     a.sql(COUNT, epsilon=0.5)
@@ -64,8 +61,8 @@ def test_each_analyst_has_their_own_plans(db, plannings):
     assert len(plannings) == 3, "the owner's own plans are apart too"
 
 
-def test_each_analyst_keeps_a_bounded_number_of_plans(db, plannings, monkeypatch):
-    monkeypatch.setattr(db, "_plans", plan_cache.PlanCache(per_analyst=3))
+def test_each_analyst_keeps_a_bounded_number_of_plans(db, plannings):
+    testing.keep_plans(db, per_analyst=3)
     queries = [f"SELECT COUNT(*) AS n FROM people WHERE age > {i}" for i in range(5)]
     for q in queries:
         db.explain(q)

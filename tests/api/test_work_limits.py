@@ -140,8 +140,8 @@ def test_waiting_for_the_engine_does_not_count_against_a_deadline():
     """b's query waits for a's turn (round robin: one turn, ended by a's deadline), then holds the
     engine for its own whole deadline: a request that waited is still answered."""
     db = connect()
-    db._ledger.add_analyst("a", 10)
-    db._ledger.add_analyst("b", 10)
+    testing.ledger(db).add_analyst("a", 10)
+    testing.ledger(db).add_analyst("b", 10)
     codes = []
     slow = threading.Thread(target=lambda: codes.append(refused(db.analyst("a").sql, SLOW, deadline=1).code))
     slow.start()

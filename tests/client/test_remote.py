@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import dpsql
+from dpsql import testing
 from dpsql.cli import commands as cli
 from dpsql.errors import AuthError, BudgetExceeded
 from dpsql.client.remote import RemotePlan
@@ -23,7 +24,7 @@ COUNT = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     db, *_ = owner(tmp_path_factory.mktemp("remote"))
-    token = db._ledger.add_analyst("alice", 20)
+    token = testing.ledger(db).add_analyst("alice", 20)
     with ThreadServer(db) as server:
         yield db, token, server.url
     db.close()

@@ -134,8 +134,8 @@ def test_each_analyst_checks_a_lookup_once(scans):
     """Public data only, but the check's cost must not tell one analyst what another asked: it is
     kept per analyst, as plans are."""
     db = dpsql.connect(database(), policy=POLICY, ledger=":memory:")
-    db._ledger.add_analyst("a", epsilon=10)
-    db._ledger.add_analyst("b", epsilon=10)
+    testing.ledger(db).add_analyst("a", epsilon=10)
+    testing.ledger(db).add_analyst("b", epsilon=10)
     a, b = db.analyst("a"), db.analyst("b")
     scans.clear()   # the links' keys, at connect
     a.explain(ANSWERED[0])

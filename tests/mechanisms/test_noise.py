@@ -130,9 +130,9 @@ def test_invalid_size_raises(size):
 def test_sampling_path_has_no_floating_point_or_weak_randomness():
     """The Mironov (2012) rule: no true division, float literal, float(), log/exp or numpy/stdlib
     PRNG anywhere between the OS bytes and the noise."""
-    sampling = [randomness.SystemRandomSource, randomness._check_bounds, noise._bernoulli_ratio,
-                noise._bernoulli_exp, noise._bernoulli_exp_minus_one,
-                noise._geometric_exp_minus_one, noise._floor_div, noise.discrete_laplace]
+    sampling = [randomness.SystemRandomSource, randomness.check_bounds, noise.bernoulli_ratio,
+                noise.bernoulli_exp, noise.bernoulli_exp_minus_one,
+                noise.geometric_exp_minus_one, noise.floor_div, noise.discrete_laplace]
     forbidden_names = {"log", "log1p", "exp", "expm1", "float", "float64", "random", "seed"}
     for obj in sampling:
         tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
@@ -160,7 +160,7 @@ def binomial_pvalue(successes: int, trials: int, p: float) -> float:
 def test_bernoulli_exp_minus_one_frequency():
     """Bernoulli(exp(-1)) from one word in [0, 20!): 10**6 seeded draws, binomial p > 0.001."""
     n = 1_000_000
-    assert binomial_pvalue(noise._bernoulli_exp_minus_one(seeded(11), n).sum(), n, math.exp(-1)) > SEEDED_ALPHA
+    assert binomial_pvalue(noise.bernoulli_exp_minus_one(seeded(11), n).sum(), n, math.exp(-1)) > SEEDED_ALPHA
 
 
 class ScriptedSource:
@@ -180,14 +180,14 @@ def test_bernoulli_exp_minus_one_continues_the_series_past_20():
     """W = 0 means K >= 21; the series then continues with Bernoulli(1/21), Bernoulli(1/22), ..."""
     # K = 1 + #{j : W < 20!/j!}: W = 20!/3 gives K = 3 (odd: 1); W = 0 goes on to K = 22 (even: 0).
     source = ScriptedSource([[0, math.factorial(20) // 3], [0], [3]])
-    assert noise._bernoulli_exp_minus_one(source, 2).tolist() == [False, True]
+    assert noise.bernoulli_exp_minus_one(source, 2).tolist() == [False, True]
     assert source.bounds == [[math.factorial(20)] * 2, [21], [22]]
 
 
 def test_bernoulli_exp_frequencies():
     """Bernoulli(exp(-g)) for g = 0, 1/3, 2/3, 1 (CKS 2020 Alg. 1): 200,000 seeded draws each."""
     num = np.repeat(np.arange(4), 200_000)
-    draws = noise._bernoulli_exp(seeded(12), num, 3)
+    draws = noise.bernoulli_exp(seeded(12), num, 3)
     for g in range(4):
         hits = draws[num == g].sum()
         assert binomial_pvalue(hits, 200_000, math.exp(-g / 3)) > SEEDED_ALPHA
@@ -211,7 +211,7 @@ def test_bernoulli_ratio_avoids_int64_overflow():
     k = np.where(np.arange(n) % 2 == 0, 2**14, 2)   # half overflow, half do not
     num = np.full(n, den - 1, dtype=np.int64)
     recorder = RecordingSource(seeded(13))
-    draws = noise._bernoulli_ratio(recorder, num, den, k)
+    draws = noise.bernoulli_ratio(recorder, num, den, k)
     assert all(0 < b <= 2**63 - 1 for b in recorder.bounds)
     for kk in (2**14, 2):
         hits = draws[k == kk].sum()
@@ -220,9 +220,9 @@ def test_bernoulli_ratio_avoids_int64_overflow():
 
 def test_floor_div_is_exact_beyond_int64_and_refuses_to_wrap():
     u, v = np.array([3, 1]), np.array([1, 2**40])
-    assert noise._floor_div(u, v, 2**49, 2**30).tolist() == [(3 + 2**49) // 2**30, (1 + 2**89) // 2**30]
+    assert noise.floor_div(u, v, 2**49, 2**30).tolist() == [(3 + 2**49) // 2**30, (1 + 2**89) // 2**30]
     with pytest.raises(OverflowError):
-        noise._floor_div(u, v, 2**49, 1)
+        noise.floor_div(u, v, 2**49, 1)
 
 
 # --- RandomSource.below -------------------------------------------------------------------------
@@ -252,15 +252,20 @@ def test_below_huge_bounds_in_range(kind, bound, dtype):
     assert abs(upper - 0.5) <= 7 * math.sqrt(0.25 / draws.size)
 
 
-def test_system_below_rejects_the_partial_block():
+def test_system_below_rejects_the_partial_block(monkeypatch):
     """2**64 = 3 * (2**64 // 3) + 1, so the word 2**64 - 1 must be rejected (no modulo bias);
-    for n = 2**63 + 1 every word >= n is rejected."""
+    for n = 2**63 + 1 every word >= n is rejected. The OS's bytes are known words here."""
+    words = [2**64 - 1, 5, 2**63 + 1, 2**64 - 1, 2**63, 6]
+
+    def urandom(size: int) -> bytes:
+        stream = np.zeros(size // 8, dtype=np.uint64)
+        stream[:len(words)] = words
+        return stream.tobytes()
+    monkeypatch.setattr(randomness.os, "urandom", urandom)
     source = SystemRandomSource()
-    words = [2**64 - 1, 5, 2**63 + 1, 2**64 - 1, 2**63]
-    source._words = lambda m: np.array([words.pop(0) for _ in range(m)], dtype=np.uint64)
     assert source.below(np.array([3])).tolist() == [2]
     assert source.below(np.array([2**63 + 1], dtype=np.uint64)).tolist() == [2**63]
-    assert not words
+    assert source.below(np.array([7])).tolist() == [6], "each word read once: the next draw reads the sixth"
 
 
 @pytest.mark.parametrize("kind", SOURCES)
@@ -379,7 +384,12 @@ def test_the_noise_buffer_hands_each_draw_out_once_in_the_order_drawn():
     assert np.array_equal(np.concatenate(chunks[:2]), reference[:2005])
     assert np.array_equal(chunks[2][:43], reference[2005:])   # the first batch runs out, a second one follows
     buffer.clear()
-    assert buffer.take(source, 3.0, 0).size == 0 and not buffer._left.get(noise.dyadic_scale(3.0), np.zeros(0)).size
+    assert buffer.take(source, 3.0, 0).size == 0
+    replay = randomness.GeneratorRandomSource(np.random.default_rng(7))
+    for size in (noise.NoiseBuffer.MIN_BATCH, 2 * noise.NoiseBuffer.MIN_BATCH):   # the two batches drawn above
+        noise.discrete_laplace(replay, 3.0, size)
+    fresh = noise.discrete_laplace(replay, 3.0, noise.NoiseBuffer.MIN_BATCH)
+    assert np.array_equal(buffer.take(source, 3.0, 5), fresh[:5]), "what was left is dropped: a new batch"
 
 
 def test_buffered_noise_in_vector_sized_chunks_is_discrete_laplace():

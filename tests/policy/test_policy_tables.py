@@ -237,7 +237,7 @@ def test_the_key_check_runs_once_per_data_version(tmp_path, monkeypatch):
     calls = []
     real = duckdb_schema.repeats_a_value
     monkeypatch.setattr(duckdb_schema, "repeats_a_value", lambda c, t, k: calls.append((t, k)) or real(c, t, k))
-    monkeypatch.setattr(duckdb_schema, "_UNIQUE_CHECKED", {})
+    testing.forget_key_checks()
     first = dpsql.connect(path, policy=TPCH, ledger=str(tmp_path / "l.sqlite"))
     first.sql("SELECT COUNT(*) FROM customer")
     first.sql("SELECT COUNT(*) FROM orders")
@@ -257,7 +257,7 @@ def test_a_named_data_version_of_a_connection_object_is_cached_too(monkeypatch):
     calls = []
     real = duckdb_schema.repeats_a_value
     monkeypatch.setattr(duckdb_schema, "repeats_a_value", lambda c, t, k: calls.append((t, k)) or real(c, t, k))
-    monkeypatch.setattr(duckdb_schema, "_UNIQUE_CHECKED", {})
+    testing.forget_key_checks()
     from dpsql.engines.duckdb import DuckDBEngine
     for _ in range(2):
         DuckDBEngine(tpch_database()).bind_policy(load_policy(TPCH), "__k", data_version="v1")
@@ -290,8 +290,8 @@ def test_a_multi_table_policy_connects_and_the_root_answers_as_before():
     db = connect()
     alone = connect({"budget": TPCH["budget"], "tables": {"customer": TPCH["tables"]["customer"]}})
     sql = "SELECT c_mktsegment, COUNT(*) AS n, SUM(c_acctbal) AS s FROM customer GROUP BY c_mktsegment"
-    assert [str(c.explain(sql)).replace(c._noise_function, "noise") for c in (db, alone)] == \
-        [str(alone.explain(sql)).replace(alone._noise_function, "noise")] * 2
+    assert [str(c.explain(sql)).replace(testing.noise_function(c), "noise") for c in (db, alone)] == \
+        [str(alone.explain(sql)).replace(testing.noise_function(alone), "noise")] * 2
     assert testing.run(db, sql).rows == testing.run(alone, sql).rows == [("AUTO", 5, 2000.0), ("BUILDING", 5, 2500.0)]
     assert db.sql(sql).columns == ["c_mktsegment", "n", "s"]
     assert db.budget.spent_epsilon == 1

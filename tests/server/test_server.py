@@ -27,7 +27,7 @@ COUNT = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
 def served(tmp_path_factory):
     """One server for the module: the owner's connection, alice's and bob's tokens, the URL."""
     db, *_ = owner(tmp_path_factory.mktemp("served"))
-    alice, bob = db._ledger.add_analyst("alice", 10), db._ledger.add_analyst("bob", 1)
+    alice, bob = testing.ledger(db).add_analyst("alice", 10), testing.ledger(db).add_analyst("bob", 1)
     with ThreadServer(db, Limits(head_timeout=1.0, body_timeout=1.0)) as server:
         yield db, alice, bob, server.url
     db.close()
@@ -156,9 +156,9 @@ def test_missing_unknown_and_revoked_tokens_get_401_DP407(served, tmp_path):
     assert_refused(call(url, "GET", "/v1/budget"), 401, "DP407")
     assert_refused(call(url, "GET", "/v1/budget", headers={"Authorization": "Basic abc"}), 401, "DP407")
     unknown = assert_refused(call(url, "POST", "/v1/query", {"sql": COUNT}, token="dpsql_guess"), 401, "DP407")
-    carol = db._ledger.add_analyst("carol", 1)
+    carol = testing.ledger(db).add_analyst("carol", 1)
     assert call(url, "GET", "/v1/budget", token=carol)[0] == 200
-    db._ledger.revoke_analyst("carol")
+    testing.ledger(db).revoke_analyst("carol")
     revoked = assert_refused(call(url, "POST", "/v1/query", {"sql": COUNT}, token=carol), 401, "DP407")
     assert revoked == unknown, "a revoked token must look exactly like an unknown one"
     assert spent(db, "carol") == 0
@@ -295,7 +295,7 @@ def test_a_client_sending_half_a_body_gets_408(served):
 
 def test_queries_run_off_the_event_loop_and_in_flight_requests_are_bounded(tmp_path):
     db, *_ = owner(tmp_path)
-    alice = db._ledger.add_analyst("alice", 10)
+    alice = testing.ledger(db).add_analyst("alice", 10)
     gate, entered = threading.Event(), threading.Semaphore(0)
 
     def hold():   # each query waits inside the engine until the gate opens
@@ -334,7 +334,7 @@ def test_queries_run_off_the_event_loop_and_in_flight_requests_are_bounded(tmp_p
 
 def test_engine_failures_show_no_details_and_are_logged_without_them(tmp_path, caplog):
     db, *_ = owner(tmp_path)
-    alice = db._ledger.add_analyst("alice", 10)
+    alice = testing.ledger(db).add_analyst("alice", 10)
 
     def engine_fails():
         raise duckdb.ConversionException("Could not convert string 'SECRET-ROW-VALUE' to INT64")
@@ -387,7 +387,7 @@ def listening_addresses(port: int) -> set[str]:
 
 def test_the_server_listens_on_loopback_and_its_log_holds_no_token_sql_or_result(tmp_path):
     db, db_path, policy_path, ledger = owner(tmp_path)
-    token = db._ledger.add_analyst("alice", 3)
+    token = testing.ledger(db).add_analyst("alice", 3)
     db.close()
     marker = "zz-marker-zz"
     with ProcessServer(db_path, policy_path, ledger, "--log-level", "debug") as server:
