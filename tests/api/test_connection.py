@@ -8,6 +8,7 @@ import pytest
 import dpsql
 from dpsql import testing
 from dpsql.errors import BudgetExceeded, ExecutionError, InvalidParameter
+from tests.support import sql_tree
 from tests.support.checks import refusal
 from tests.support.fixture import POLICY, make_database
 
@@ -96,11 +97,12 @@ def test_connection_is_locked_down(db):
 
 def test_noise_function_is_called_qualified_and_once_per_group(db):
     plan = db.explain("SELECT state, COUNT(*), SUM(income) FROM people GROUP BY state")
-    sql = plan.rewritten_sql
     name = testing.noise_function(db)
-    assert sql.count(f"system.main.{name}(") == 2 and sql.count(f"{name}(") == 2
-    noisy = sql.split('"__noisy" AS MATERIALIZED')[1].split('"__out" AS')[0]
-    assert noisy.count(name) == 2, "noise is drawn only in the per-group __noisy step"
+    noise = sql_tree.calls(sql_tree.tree(plan), name)
+    assert len(noise) == 2 and all(call.parent.this.sql() == "system.main" for call in noise)
+    noisy = sql_tree.stages(plan)["__noisy"]
+    assert noisy.args.get("materialized") and len(sql_tree.calls(noisy, name)) == 2, \
+        "noise is drawn only in the per-group __noisy step, materialised once"
 
 
 def test_a_temp_macro_cannot_shadow_the_noise():

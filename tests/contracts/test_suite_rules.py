@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import ast
+import doctest
+import importlib
 from pathlib import Path
 
 import pytest
@@ -166,9 +168,18 @@ def test_no_test_reaches_a_private_name():
     assert _all(private_names) == []
 
 
+@pytest.mark.parametrize("path", sorted((TESTS / "support").rglob("*.py")), ids=lambda p: relative(p))
+def test_the_support_modules_examples_run(path):
+    assert doctest.testmod(importlib.import_module(module_name(path))).failed == 0
+
+
 def test_every_allowed_private_name_is_still_used():
     used = {(relative(p), name) for p in MODULES for _, name in private_names(ast.parse(p.read_text()))}
     assert set(ALLOWED_PRIVATE) <= used, set(ALLOWED_PRIVATE) - used
+
+
+def test_no_test_reads_the_rewritten_sql_as_text():
+    assert _all(sql_text_reads) == []
 
 
 # Each rule catches what it is for (and lets the right way through).

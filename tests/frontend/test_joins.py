@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import dpsql
 from dpsql.testing import run
+from tests.support import sql_tree
 from tests.support.tpch import POLICY, SMALL, database
 
 QUERIES = [
@@ -79,7 +80,7 @@ def test_a_table_that_reaches_its_unit_through_links_is_joined_to_it_by_dpsql(db
     """lineitem alone: dpsql adds the join to orders to find each line's customer; the orphan line
     (its order does not exist) belongs to nobody and is dropped."""
     plan = db.explain("SELECT COUNT(*) FROM lineitem")
-    assert 'LEFT JOIN "orders" AS "__path1"' in plan.rewritten_sql
+    assert ("LEFT", "__path1") in sql_tree.joins(sql_tree.tree(plan), "orders")
     assert "privacy unit c_custkey" in str(plan)
     con = database(**SMALL)   # each customer's lines, at most C = 4 of them
     capped = con.execute("SELECT SUM(LEAST(n, 4)) FROM (SELECT o_custkey, COUNT(*) AS n FROM lineitem "

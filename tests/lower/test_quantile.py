@@ -19,6 +19,7 @@ from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
 from dpsql.lower.quantile import ALPHA
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH
+from tests.support import sql_tree
 from tests.support.checks import examples, refusal
 from tests.support.exact import KEYS, ROW, VALUES, bounds, exact_sql, noiseless, plan_for
 from tests.support.stats import chi_squared_p
@@ -113,7 +114,7 @@ def test_leaf_counts_are_the_evenly_spaced_ranks_of_each_unit(rows, L, C, sql):
     pair = ", ".join(["__unit", *keys])
     cells = con.sql(exact_sql(plan, f"SELECT {pair}, v_m0 FROM __rows")).fetchall()
     kept = None
-    if "__bounded" in plan.rewritten_sql:
+    if "__bounded" in sql_tree.stages(plan):
         kept = set(con.sql(exact_sql(plan, f"SELECT {pair} FROM __bounded")).fetchall())
     by_pair: dict = {}
     for *unit_and_keys, leaf in cells:

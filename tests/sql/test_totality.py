@@ -6,10 +6,12 @@ import itertools
 import duckdb
 import pytest
 import sqlglot
+from sqlglot import exp
 
 import dpsql
 from dpsql.frontend.dialect import Dpsql
 from dpsql.sql.totality import literals_as_doubles, is_total, narrow_dates, string_length, string_too_long
+from tests.support import sql_tree
 
 TYPES = {
     "ti": "TINYINT", "si": "SMALLINT", "i": "INTEGER", "bi": "BIGINT", "hi": "HUGEINT", "uti": "UTINYINT",
@@ -212,6 +214,7 @@ def test_the_test_seam_couples_the_choice_of_partitions(db):
     neighbouring databases, choose the same L partitions for every other unit; db.sql draws them."""
     from dpsql import testing
     sql = "SELECT clinic, SUM(cost) FROM visits GROUP BY clinic"   # 3 clinics, L = 2: sampled
-    assert "HASH(" in testing.lower(db, sql).rewritten_sql
-    assert "RANDOM()" in db.explain(sql).rewritten_sql and "HASH(" not in db.explain(sql).rewritten_sql
+    seam, drawn = sql_tree.tree(testing.lower(db, sql)), sql_tree.tree(db.explain(sql))
+    assert sql_tree.calls(seam, "hash") and not sql_tree.has(seam, exp.Rand)
+    assert sql_tree.has(drawn, exp.Rand) and not sql_tree.calls(drawn, "hash")
     assert testing.run(db, sql).rows == testing.run(db, sql).rows

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 import dpsql
+from tests.support import sql_tree
 
 KEYS = ["a", "b", "c"]
 VALUES = st.one_of(
@@ -50,7 +51,7 @@ def noiseless(rows, plan) -> duckdb.DuckDBPyConnection:
     con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
     if rows:
         con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
-    name = plan.rewritten_sql.split("system.main.")[1].split("(")[0]
+    (name,) = sql_tree.qualified_calls(sql_tree.tree(plan), "system.main")
     con.create_function(name, lambda x, n, k: x, [duckdb.sqltype("BIGINT")] * 3, duckdb.sqltype("BIGINT"),
                         type="arrow", side_effects=True)
     return con
