@@ -14,9 +14,9 @@ keys and exact measurements instead of the released outputs.
 
 The accessors below (``duckdb_connection``, ``ledger``, ``noise_function``, ``random_source``,
 ``bind``, ``fetch``, ``before_run``, ``engine_reads``, ``forget_key_checks``, and for the plan cache
-``forget_plans``, ``keep_plans``, ``plannings``) hand the trusted caller what tests need from a connection's inside,
-so tests never read its private attributes (tests/contracts/test_suite_rules.py checks that they do
-not); they add nothing an analyst's SQL can reach.
+``forget_plans``, ``keep_plans``, ``plannings``) hand the trusted caller what tests need from a
+connection's inside, so tests never read its private attributes (tests/contracts/test_suite_rules.py
+checks that they do not); they add nothing an analyst's SQL can reach.
 
 >>> import duckdb, dpsql
 >>> con = duckdb.connect(); _ = con.execute("CREATE TABLE t AS SELECT range % 2 AS g FROM range(10)")

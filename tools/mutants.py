@@ -278,7 +278,7 @@ MUTANTS: list[Mutant] = [
       "key = (reader, table, column.public_source)", "key = (None, table, column.public_source)",
       "a public column's keys read once for everyone: the second analyst's plan is faster, telling them"),
     # --- work and memory per person bounded before the caps (issue 20): same answers, unbounded state.
-    # Killed by tests/properties/test_heavy_target.py (a heavy person under a memory limit) -----------------------
+    # Killed by tests/properties/test_heavy_target.py (a heavy person under a memory limit) ------------
     M("distinct_list_uncapped", "dpsql/lower/distinct.py",
       "alias(exp.Min(this=col(v, \"__d\"), count=num(plan.max_rows)), v)).from_(\n"
       "        _subquery(found.distinct(), \"__d\"))",
