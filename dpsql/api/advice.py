@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from dpsql.plan.kinds import OutputKind
+from dpsql.plan.aggregates import AGGREGATES, released_directly
 from dpsql.plan.text import CONFIDENCE
 
 if TYPE_CHECKING:
@@ -26,10 +26,6 @@ if TYPE_CHECKING:
 # More people than live on Earth: no exact answer can exceed what this many units contribute at
 # most (each moves a measurement by at most its sensitivity), whatever the table holds.
 PLAUSIBLE_UNITS = 10 ** 10
-# Outputs that are one measurement, as released: their noise is comparable with their values.
-_DIRECT = (OutputKind.COUNT, OutputKind.COUNT_COL, OutputKind.UNITS, OutputKind.DISTINCT, OutputKind.SUM)
-# Outputs clamped into their bounds whatever the noise: only their interval shows how noisy they are.
-_BOUNDED = (OutputKind.AVG, OutputKind.VAR_POP, OutputKind.VAR_SAMP, OutputKind.STDDEV_POP, OutputKind.STDDEV_SAMP)
 _LEVEL = f"{int(CONFIDENCE * 100)}%"
 
 
@@ -57,11 +53,11 @@ def result_warnings(plan: Plan, table: pa.Table) -> list[str]:
     swamped = {o.name for o, _ in _swamped(plan)}
     visible = [o for o in plan.visible_outputs if o.name not in swamped and o.name in table.column_names]
     noisy = [f"{o.name} (+-{plan.measurement(o.measurements[0]).error:.3g})" for o in visible
-             if o.kind in _DIRECT and len(o.measurements) == 1 and _within_noise(plan, o, table)]
+             if released_directly(o) and _within_noise(plan, o, table)]
     if noisy:
         out.append(f"the {_LEVEL} noise of {', '.join(noisy)} is at least as large as every value released: "
                    "these answers cannot be told from 0; a larger epsilon (or coarser groups) gives clearer ones")
-    whole = [o.name for o in visible if o.kind in _BOUNDED and _interval_is_bounds(o, table)]
+    whole = [o.name for o in visible if _clamped(o) and _interval_is_bounds(o, table)]
     if whole:
         out.append(f"the confidence interval of {', '.join(whole)} covers the whole of its bounds in every row: "
                    "the noise dominates; a larger epsilon (or coarser groups) gives clearer answers")
@@ -82,6 +78,12 @@ def _swamped(plan: Plan) -> list[tuple[Output, float]]:
         if errors:
             found.append((o, max(errors)))
     return found
+
+
+def _clamped(o: Output) -> bool:
+    """Clamped into its bounds whatever the noise (AVG, variances): only its interval shows the noise."""
+    spec = AGGREGATES.get(o.kind)
+    return spec is not None and spec.clamped
 
 
 def _within_noise(plan: Plan, o: Output, table: pa.Table) -> bool:

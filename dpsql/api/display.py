@@ -18,7 +18,6 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from dpsql.plan.kinds import OutputKind
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
 
@@ -133,8 +132,9 @@ def noisy_columns(result: Released) -> set[str]:
     slots = {f"o{i}" for i, o in enumerate(outputs) if o.kind.aggregate}
     noisy = set()
     for o in outputs:
+        # Only an expression output has an expression: noisy when it reads an aggregate's slot.
         over = o.expression is not None and any(c.name in slots for c in o.expression.find_all(exp.Column))
-        if o.kind.aggregate or (o.kind == OutputKind.EXPR and over):
+        if o.kind.aggregate or over:
             noisy |= {o.name, f"{o.name}_ci_low", f"{o.name}_ci_high"}
     return noisy
 

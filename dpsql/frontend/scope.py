@@ -1,5 +1,6 @@
 """What validation knows about a query: its Scope (SQL text, policy, table, alias, options), the
-aggregates dpsql supports, names and columns of a query, its GROUP BY keys, and argument bounds."""
+aggregates dpsql supports (``FORMS``: how each is written, what its argument may be), names and
+columns of a query, its GROUP BY keys, and argument bounds."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,16 +15,59 @@ from dpsql.frontend.options import QueryOptions, number
 from dpsql.sql.positions import span
 from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 from dpsql.policy.bounds import MAX_BOUND
+from dpsql.sql.types import BOOLEAN, NUMBER
 
 
-QUANTILES = (exp.Median, exp.PercentileCont)   # MEDIAN(x); QUANTILE_CONT(x, q) = PERCENTILE_CONT(x, q)
+@dataclass(frozen=True)
+class Argument:
+    """What an aggregate's argument may be, beyond one expression: rules/aggregates.py checks it."""
+    families: frozenset[str]   # the kinds of value it may yield (sql/totality.py family; a bare column
+    what: str                  # of unknown type passes); ``what`` and ``hint`` are the refusal's words
+    hint: str
+    bounded: bool = False      # its values need a finite range: the policy's bounds, or per-row bounds
 
 
-AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.VariancePop, exp.Variance, exp.StddevPop, exp.Stddev, exp.StddevSamp,
-              *QUANTILES)
+NUMBER_ARGUMENT = Argument(frozenset({NUMBER, BOOLEAN, "null"}), "a number", "aggregate a numeric column or expression",
+                           bounded=True)
 
 
-BOUNDED_AGGREGATES = AGGREGATES[1:]   # their argument needs a finite range
+@dataclass(frozen=True)
+class Form:
+    """How one aggregate of the dialect is written and what its argument may be; the frontend's rules
+    check it. What the aggregate releases is its spec in plan/aggregates.py (the plan sits above the
+    frontend and reads these); tests/plan/test_specs.py keeps the two tables on the same nodes."""
+    name: str                         # as refusals spell it
+    argument: Argument | None = None  # None: any one expression (COUNT(x) counts where it is not NULL)
+    star: bool = False                # COUNT(*)
+    distinct: bool = False            # COUNT(DISTINCT unit), COUNT(DISTINCT a column with public keys)
+    per_row: bool = True              # takes contribution_bounds_per_row
+    per_group: bool = False           # takes contribution_bounds_per_group
+    whole: bool = False               # ... whole numbers >= 0 (it counts)
+    quantile: bool = False            # a quantile: q a literal in [0, 1] (rule quantile_arguments)
+    q: float | None = None            # its q when its name fixes it (MEDIAN)
+    listed: str = ""                  # how the list of supported aggregates writes it (default: name)
+
+
+# The aggregates of the dialect, by the sqlglot node each is parsed as. VAR and STD (SmartNoise's names)
+# parse as VARIANCE and STDDEV (frontend/dialect.py); QUANTILE_CONT as PERCENTILE_CONT.
+FORMS: dict[type[exp.Func], Form] = {
+    exp.Count: Form("COUNT", star=True, distinct=True, per_row=False, per_group=True, whole=True),
+    exp.Sum: Form("SUM", NUMBER_ARGUMENT, per_group=True),
+    exp.Avg: Form("AVG", NUMBER_ARGUMENT, per_group=True),
+    exp.VariancePop: Form("VAR_POP", NUMBER_ARGUMENT),
+    exp.Variance: Form("VAR_SAMP", NUMBER_ARGUMENT),
+    exp.StddevPop: Form("STDDEV_POP", NUMBER_ARGUMENT),
+    exp.Stddev: Form("STDDEV_SAMP", NUMBER_ARGUMENT),
+    exp.StddevSamp: Form("STDDEV_SAMP", NUMBER_ARGUMENT),
+    exp.CountIf: Form("COUNT_IF", Argument(frozenset({BOOLEAN}), "a condition",
+                                           "count the rows where a condition holds: COUNT_IF(age > 30)"), per_row=False),
+    exp.Median: Form("MEDIAN", NUMBER_ARGUMENT, quantile=True, q=0.5),
+    exp.PercentileCont: Form("QUANTILE_CONT", NUMBER_ARGUMENT, quantile=True,
+                             listed="QUANTILE_CONT/PERCENTILE_CONT(x, q)"),
+}
+AGGREGATES = tuple(FORMS)                                          # every aggregate node of the dialect
+QUANTILES = tuple(node for node, form in FORMS.items() if form.quantile)
+SUPPORTED = ", ".join(dict.fromkeys(form.listed or form.name for form in FORMS.values()))
 
 
 @dataclass(frozen=True)
@@ -63,11 +107,13 @@ def columns_in(node: exp.Expression):
 
 def quantile_of(agg: exp.Expression) -> float:
     """q of a validated MEDIAN (0.5) or QUANTILE_CONT/PERCENTILE_CONT(x, q)."""
-    return 0.5 if isinstance(agg, exp.Median) else float(number(agg.expression))
+    fixed = FORMS[type(agg)].q
+    return fixed if fixed is not None else float(number(agg.expression))
 
 
 def is_unit_count(agg: exp.Expression, scope: Scope) -> bool:
-    """COUNT(DISTINCT <privacy unit>): a noisy count of people, the one allowed use of the unit column."""
+    """COUNT(DISTINCT <privacy unit>): a noisy count of people, the one allowed use of the unit column
+    (rules/privacy.py: an exemption, so it names COUNT itself rather than a form's flag)."""
     arg = agg.this
     return (isinstance(agg, exp.Count) and isinstance(arg, exp.Distinct) and len(arg.expressions) == 1
             and isinstance(arg.expressions[0], exp.Column) and not scope.table.row_level

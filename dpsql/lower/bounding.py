@@ -3,30 +3,18 @@ grid), per-unit caps (C rows per partition, L partitions per unit) and the exact
 from __future__ import annotations
 
 from sqlglot import exp
-from dpsql.lower import distinct, quantile
+from dpsql.lower import distinct
+from dpsql.plan.exact import Reading
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
-from dpsql.plan.sensitivity import grid_bound
+from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.sql.types import type_bounds
-from dpsql.sql.build import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, saturate, select
-from dpsql.lower.names import key_names, raw_column, value_column
-from dpsql.lower.keys import in_domain, join_key_tables, key_filter
-from dpsql.lower.guard import decimal_total, safe, user_where
+from dpsql.sql.build import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, select
+from dpsql.lower.names import columns, key_names, raw_column, value_column
+from dpsql.lower.keys import declared, in_domain, join_key_tables, key_filter
+from dpsql.lower.guard import condition, decimal_total, safe, user_where
 from dpsql.sql.guard import quoted
 from dpsql.lower.noise import scalar_measurements
-from dpsql.plan.kinds import Bounding, Quantity
-
-
-def on_grid(value: exp.Expression, m: Measurement, integer: bool = True) -> exp.Expression:
-    """round(clamp(value) / g): an exact integer number of grid steps, |.| <= B < 2**21 (GRID_BITS)."""
-    return grid_steps(clamp(value, m.lower, m.upper), m, integer)
-
-
-def grid_steps(value: exp.Expression, m: Measurement, integer: bool) -> exp.Expression:
-    """round(value / g) as BIGINT, or left a DOUBLE (``integer=False``: bounded_unit_sum says why
-    such a sum is exact)."""
-    steps = fn("ROUND", exp.Mul(this=value, expression=num(1.0 / m.granularity)))
-    return cast(steps, "BIGINT") if integer else steps
 
 
 def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
@@ -61,36 +49,16 @@ def clamp_in_type(value: exp.Expression, policy) -> exp.Expression:
     return clamp(value, lo, hi)
 
 
-def quantised_row(m: Measurement, value: exp.Expression, integer: bool = True) -> exp.Expression:
-    """A row's value (``value``: its argument, evaluated once in __rows) on the grid, |.| <= B.
-
-    Centred (offset m, bounds lo = m - r, hi = m + r): (clamp(x, lo, hi) - m) ** moment, which lies in
-    [-r, r] (or [0, r^2]) up to one rounding, far below half a grid step, so round(v / g) stays within
-    B = ceil(r / g). Clamping x itself keeps the cheap CASE on a plain column. NULL stays NULL and
-    nothing else becomes NULL, so a unit's count of values and its sum see the same rows.
-    """
-    if m.offset is None:
-        return on_grid(value, m, integer)
-    r = m.upper if m.moment == 1 else m.upper ** 0.5
-    diff = exp.Paren(this=exp.Sub(this=clamp(value, m.offset - r, m.offset + r), expression=num(float(m.offset))))
-    moment = diff if m.moment == 1 else exp.Mul(this=diff, expression=diff.copy())
-    return grid_steps(moment, m, integer)
-
-
-def row_value(m: Measurement, value: exp.Expression) -> exp.Expression:
-    """A row's value as DOUBLE (never an integer overflow), clamped per row when bounds say so."""
-    return value if m.row_lower is None else clamp(value, m.row_lower, m.row_upper)
-
-
 def row_arguments(plan: Plan) -> dict[str, exp.Expression]:
     """Label -> the value each row contributes, evaluated once in __rows: every count, sum and tree
     of one argument reads this one column, so a unit's count of values and its sum cannot disagree
     on which rows hold a value. Numeric (a SUM, AVG or quantile reads it): DOUBLE, with the columns
     of an expression clamped; counted only: the expression as written, under TRY()."""
-    numeric = {m.column for m in plan.measurements if m.kind in (Quantity.SUM, Quantity.QUANTILE)}
+    shared = [m for m in plan.measurements if m.argument is not None and QUANTITIES[m.kind].argument]
+    numeric = {m.column for m in shared if QUANTITIES[m.kind].numeric}
     values = {}
-    for m in plan.measurements:
-        if m.argument is None or m.kind == Quantity.DISTINCT or m.column in values:
+    for m in shared:
+        if m.column in values:
             continue
         argument = m.argument
         if m.column in numeric:
@@ -120,20 +88,17 @@ def rows_cte(plan: Plan) -> exp.Select:
     for label, value in row_arguments(plan).items():
         projections.append(alias(value, raw_column(label)))
         passed.append(raw_column(label))
+    reading = Reading(declared=lambda column: declared(plan, column), condition=lambda node: condition(plan, node))
     for m in plan.measurements:
-        if m.kind == Quantity.DISTINCT:
-            projections.append(alias(distinct.distinct_value(plan, m.column), value_column(m)))
+        read = QUANTITIES[m.kind].read
+        if read is not None:   # a value of its own, read from the row (not from a shared argument)
+            projections.append(alias(read(m, reading), value_column(m)))
             passed.append(value_column(m))
     derived = []
     for m in plan.measurements:
-        value = col(raw_column(m.column)) if m.column is not None else None
-        if m.kind == Quantity.SUM and m.bounding == Bounding.ROWS:
-            # Per unit (user level) the steps stay DOUBLE: bounded_unit_sum sums them exactly.
-            derived.append(alias(quantised_row(m, value, integer=plan.table.row_level), value_column(m)))
-        elif m.kind == Quantity.SUM:
-            derived.append(alias(row_value(m, value), value_column(m)))
-        elif m.kind == Quantity.QUANTILE:
-            derived.append(alias(quantile.leaf_index(value, m), value_column(m)))
+        row = QUANTITIES[m.kind].row
+        if row is not None:    # from the argument's one evaluation: clamped, on the grid, a leaf
+            derived.append(alias(row(m, columns(m), plan.table.row_level), value_column(m)))
     if not projections:
         projections.append(alias(num(1), "__one"))
     conditions = [user_where(plan), *key_filter(plan)]
@@ -148,76 +113,21 @@ def rows_cte(plan: Plan) -> exp.Select:
 
 def exact_aggregate(m: Measurement) -> exp.Expression:
     """The per-partition aggregate over __rows (row level: each row is a unit)."""
-    if m.kind in (Quantity.COUNT, Quantity.UNITS):
-        return exp.Count(this=exp.Star())
-    if m.kind == Quantity.COUNT_COL:
-        return exp.Count(this=col(raw_column(m.column)))
-    if m.kind == Quantity.DISTINCT:
-        return exp.Count(this=exp.Distinct(expressions=[col(value_column(m))]))
-    return exp.Sum(this=col(value_column(m)))   # SUM: the quantised values
-
-
-def bounded_unit_sum(m: Measurement, C: int) -> exp.Expression:
-    """A unit's sum in one partition, worth at most C of its rows: sum * C // n when it has n > C values.
-
-    That is the expected sum of C of its values drawn at random, with no randomness: |result| <= C*B.
-    Integer division truncates toward zero, so the bound holds exactly.
-
-    The row values are integers |v| <= B in DOUBLE (rows_cte): DuckDB sums DOUBLEs with plain adds,
-    where BIGINTs without statistics take a 128-bit state (Q1 at SF1: 14% of its CPU). Any order of
-    adding n such values is exact while n * B <= 2**53 (every partial sum is an integer of at most
-    that size); a unit with more rows in one partition (over 2**32: B < 2**21) adds nothing, so its
-    value is always a function of its own rows alone, never of the order the engine added them in.
-    """
-    v = col(value_column(m))
-    n = exp.Count(this=col(raw_column(m.column)))
-    bound = grid_bound(m.lower, m.upper, m.granularity)
-    total = cast(exp.Sum(this=v), "BIGINT")
-    scaled = exp.IntDiv(this=exp.Mul(this=cast(total, "HUGEINT"), expression=num(C)), expression=n)
-    # n counts exactly the rows with a value (one evaluation, rows_cte), so |result| <= C*B already;
-    # the clamp makes that hold by construction. C*B < 2**62: BIGINT, the next SUM needs no 128-bit state.
-    value = exp.Case(ifs=[exp.If(this=exp.GT(this=n.copy(), expression=num(EXACT_DOUBLE // max(bound, 1))), true=num(0)),
-                          exp.If(this=exp.GT(this=n.copy(), expression=num(C)), true=scaled)], default=total.copy())
-    return cast(saturate(value, C * bound), "BIGINT")
-
-
-EXACT_DOUBLE = 2 ** 53   # every integer of at most this magnitude is a double
+    return QUANTITIES[m.kind].exact(m, columns(m))
 
 
 def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
     """A unit's contribution to one partition (user level), bounded as the measurement says."""
-    return UNIT_AGGREGATES[m.kind](m, C)
+    return QUANTITIES[m.kind].unit(m, C, columns(m))
 
 
-def _unit_rows(m: Measurement, C: int) -> exp.Expression:
-    """COUNT(*) or COUNT(x): at most C rows, or clamped into per-group bounds."""
-    rows = exp.Count(this=exp.Star()) if m.kind == Quantity.COUNT else exp.Count(this=col(raw_column(m.column)))
-    if m.bounding == Bounding.UNIT_TOTAL:
-        return fn("LEAST", fn("GREATEST", rows, num(int(m.lower))), num(int(m.upper)))
-    return fn("LEAST", rows, num(C))
-
-
-def _unit_with_value(m: Measurement, C: int) -> exp.Expression:
-    """1 if the unit has a value in this partition (AVG's denominator with per-group bounds)."""
-    return case_when(exp.GT(this=exp.Count(this=col(raw_column(m.column))), expression=num(0)), num(1), num(0))
-
-
-def _unit_sum(m: Measurement, C: int) -> exp.Expression:
-    v = col(value_column(m))
-    if m.bounding == Bounding.UNIT_TOTAL:
-        return on_grid(exp.Sum(this=v), m)
-    if m.bounding == Bounding.UNIT_MEAN:
-        return on_grid(exp.Avg(this=v), m)
-    return bounded_unit_sum(m, C)
-
-
-UNIT_AGGREGATES = {Quantity.COUNT: _unit_rows, Quantity.COUNT_COL: _unit_rows, Quantity.SUM: _unit_sum,
-                   Quantity.COUNT_UNITS: _unit_with_value,
-                   Quantity.UNITS: lambda m, C: num(1)}   # a row of __units is one (unit, partition) pair
-# Every state here is of fixed size, so DuckDB's hash aggregate spills it. A quantile tree and
-# COUNT(DISTINCT col) have no column in __units: quantile.leaf_counts counts a unit's leaves per
-# (unit, partition, leaf) and keeps C of them in closed form; distinct.distinct_ctes keeps C of a
-# unit's distinct values in the partitions __bounded keeps.
+def unit_states(plan: Plan) -> list[Measurement]:
+    """The measurements with a per-unit state in __units. Every one is of fixed size, so DuckDB's hash
+    aggregate spills it. A quantile tree and COUNT(DISTINCT col) have none (plan/quantities.py Stage):
+    quantile.leaf_counts counts a unit's leaves per (unit, partition, leaf) and keeps C of them in
+    closed form; distinct.distinct_ctes keeps C of a unit's distinct values in the partitions
+    __bounded keeps."""
+    return [m for m in plan.measurements if QUANTITIES[m.kind].stage is Stage.STATE]
 
 
 RANKS = 2 ** 53   # a partition's random rank lies in [0, RANKS); an undeclared one's in [RANKS, 2 * RANKS)
@@ -239,8 +149,7 @@ def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp
     """
     keys = [col(k) for k in key_names(plan)]
     C = plan.max_rows
-    projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in plan.measurements
-                                            if m.kind in UNIT_AGGREGATES]
+    projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in unit_states(plan)]
     sampled = needs_partition_sampling(plan)
     domain = in_domain(plan) if sampled else None
     if sampled:
@@ -314,8 +223,7 @@ def agg_cte(plan: Plan, source: str) -> exp.Select:
     if plan.table.row_level:
         values = [alias(exact_aggregate(m), value_column(m)) for m in scalar_measurements(plan)]
         return select(*keys, *values, source=source, group=[k.copy() for k in keys])
-    values = [alias(exp.Sum(this=col(value_column(m))), value_column(m)) for m in scalar_measurements(plan)
-              if m.kind != Quantity.DISTINCT]
+    values = [alias(exp.Sum(this=col(value_column(m))), value_column(m)) for m in unit_states(plan)]
     totals = select(*keys, *(values or [alias(exp.Count(this=exp.Star()), "__n")]), source=source,
                     group=[k.copy() for k in keys])
     return distinct.join_counts(plan, totals) if distinct.measurements(plan) else totals

@@ -10,33 +10,23 @@ No state grows with a person's rows or partitions before the caps: the distinct 
 (unit, partition) come from a hash aggregate (DuckDB spills it), only the partitions __bounded keeps
 (at most L per unit) meet MIN(v, C), a bounded heap of C values, and the groups count the kept
 values with COUNT(DISTINCT) (a hash aggregate again). The values at user level compare bytewise
-(``distinct_value``) in the column's collation, so what a unit keeps is a function of its rows alone.
+(plan/exact.py ``declared_key``) in the column's collation, so what a unit keeps is a function of its rows alone.
 """
 from __future__ import annotations
 
 from sqlglot import exp
 
-from dpsql.lower.keys import declared
 from dpsql.lower.names import key_names, value_column
-from dpsql.sql.build import alias, case_when, col, ident, num, select
-from dpsql.plan.kinds import Quantity
+from dpsql.sql.build import alias, col, ident, num, select
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
-
-
-def distinct_value(plan: Plan, column: str) -> exp.Expression:
-    """A row's value for COUNT(DISTINCT column): only declared keys count, so the released count lies
-    in [0, |keys|] whatever the data. Every step compares in the column's own collation, as the
-    declared-key test does: under NOCASE, 'A' is the declared key 'a' (the policy's keys are distinct
-    under it, DP502), a unit's DISTINCT keeps one value of the class (which one does not matter: the
-    groups count classes too) and MIN(v, C) orders the classes, not the rows. Comparing bytewise here
-    while the key test matches under NOCASE would count 'a' and 'A' as two keys: past |keys|."""
-    return case_when(declared(plan, column), col(column), exp.Null())
+from dpsql.plan.quantities import QUANTITIES, Stage
 
 
 def measurements(plan: Plan) -> list[Measurement]:
     """The COUNT(DISTINCT col) measurements lowered here (user level)."""
-    return [] if plan.table.row_level else [m for m in plan.measurements if m.kind == Quantity.DISTINCT]
+    return [] if plan.table.row_level else [m for m in plan.measurements
+                                            if QUANTITIES[m.kind].stage is Stage.DISTINCT]
 
 
 def _subquery(query: exp.Expression, name: str) -> exp.Subquery:

@@ -30,10 +30,13 @@ def user_where(plan: Plan) -> exp.Expression | None:
     """The validated WHERE, guarded: a row where it would fail (a function, or a literal that does not
     cast to its column's type) is a row where it is NULL, excluded. Whether a query fails must never
     depend on a row, or the failure itself would release it without noise."""
-    if plan.where is None:
-        return None
+    return None if plan.where is None else condition(plan, plan.where)
+
+
+def condition(plan: Plan, node: exp.Expression) -> exp.Expression:
+    """A validated user condition over the queried table, guarded part by part as the WHERE is."""
     types = column_types(plan)
-    return guarded(narrow_dates(quoted(plan.where), types), types)
+    return guarded(narrow_dates(quoted(node), types), types)
 
 
 # DuckDB types a DECIMAL +, - or * as DECIMAL(w, s): s the larger scale (+, -) or the sum (*), w wide

@@ -4,7 +4,7 @@ every GROUP BY item computed from the keys alone."""
 from __future__ import annotations
 
 from sqlglot import exp
-from dpsql.plan.kinds import Quantity
+from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.plan.model import Plan
 from dpsql.sql.literals import key_text
 from dpsql.sql.build import alias, cast, col, conjunction, ident, join
@@ -48,7 +48,7 @@ def partition_keys(plan: Plan) -> dict[str, str]:
     never released (the output rows are the keys' domain) and, ranked last, never take one of a
     unit's L places (user_level_ctes). Columns of joined public tables keep the row filter: there it
     prunes the public table's scan, which is cheaper still; long key sets keep their join."""
-    if any(m.kind == Quantity.QUANTILE for m in plan.measurements):
+    if any(QUANTITIES[m.kind].stage is Stage.TREE for m in plan.measurements):
         # A quantile tree counts every partition it is given before its groups meet the keys' domain:
         # rows of undeclared keys stay out at the rows, so each count is one the tree's sensitivity
         # covers (a person's undeclared partitions would come on top of their L declared ones).

@@ -2,6 +2,7 @@
 each measurement's per-row value v_*. One place, so no generated name can collide with another."""
 from __future__ import annotations
 
+from dpsql.plan.exact import Columns
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
 
@@ -17,3 +18,8 @@ def value_column(m: Measurement) -> str:
 def raw_column(column: str) -> str:
     """A column as read: COUNT of it counts non-NULL values, shared by every measurement on it."""
     return f"c_{column}"
+
+
+def columns(m: Measurement) -> Columns:
+    """The columns of __rows a measurement's SQL reads (plan/quantities.py builds it from them)."""
+    return Columns(raw=raw_column(m.column) if m.column is not None else None, value=value_column(m))

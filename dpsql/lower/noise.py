@@ -6,7 +6,7 @@ from fractions import Fraction
 from sqlglot import exp
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
-from dpsql.plan.kinds import Quantity
+from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.sql.build import alias, cast, col, fn, ident, join, num, saturate, table
 from dpsql.lower.names import key_names, value_column
 from dpsql.lower.keys import keys_source
@@ -19,7 +19,7 @@ MAX_EXACT = 2 ** 62
 
 def scalar_measurements(plan: Plan) -> list[Measurement]:
     """The measurements noised once per group in __noisy (quantile trees are noised node by node)."""
-    return [m for m in plan.measurements if m.kind != Quantity.QUANTILE]
+    return [m for m in plan.measurements if QUANTITIES[m.kind].stage is not Stage.TREE]
 
 
 def noise_call(m: Measurement, value: exp.Expression, function: str) -> exp.Expression:

@@ -1,84 +1,53 @@
-"""Post-processing of released measurements into outputs (AVG, variances, confidence intervals,
-non-negative clamps) and the final SELECT (HAVING, ORDER BY with keys as tie-breakers, LIMIT)."""
+"""Post-processing of released measurements into outputs (each aggregate's SQL and interval is its
+spec's: plan/aggregates.py, plan/outputs.py) and the final SELECT (HAVING, ORDER BY with keys as
+tie-breakers, LIMIT)."""
 from __future__ import annotations
 
 from sqlglot import exp
-from dpsql.mechanisms.base import mechanism
 from dpsql.lower import quantile
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
-from dpsql.sql.build import alias, case_when, cast, col, fn, num, table
+from dpsql.sql.build import alias, cast, col, num, table
 from dpsql.lower.names import key_names
 from dpsql.sql.guard import guarded
 from dpsql.lower.noise import scalar_measurements
-from dpsql.plan.aggregates import Variance, handler
+from dpsql.plan.aggregates import AGGREGATES
 from dpsql.plan.kinds import OutputKind
-
-
-def sign_clamp(value: exp.Expression, lower: float | None, upper: float | None, plan: Plan) -> exp.Expression:
-    """With ``nonnegative``, a count or a sum of values >= 0 is never released below 0 (and a sum of
-    values <= 0 never above): post-processing, free, and it only moves answers toward the truth."""
-    if not plan.nonnegative or lower is None:
-        return value
-    if lower >= 0:
-        return fn("GREATEST", value, num(0))
-    if upper <= 0:
-        return fn("LEAST", value, num(0))
-    return value
+from dpsql.plan.outputs import Released
+from dpsql.plan.quantities import QUANTITIES, Stage
 
 
 def noisy_total(m: Measurement) -> exp.Expression:
     return col(m.name) if m.granularity == 1 else exp.Mul(this=cast(col(m.name), "DOUBLE"), expression=num(m.granularity))
 
 
-def half_width(m: Measurement, confidence: float) -> float:
-    """The exact half-width of the noise's central interval at ``confidence``, in output units."""
-    return mechanism(m.mechanism).error_bound(m.scale, confidence) * m.granularity
-
-
 def has_interval(plan: Plan, o) -> bool:
     """Whether an output gets <name>_ci_low/_ci_high: noisy counts, sums and AVG, when ci is asked."""
-    return plan.confidence is not None and not o.hidden and o.kind.aggregate and handler(o.kind).interval
+    return plan.confidence is not None and not o.hidden and o.kind.aggregate and AGGREGATES[o.kind].interval is not None
+
+
+def released(plan: Plan, o) -> Released:
+    """What an aggregate's output reads (plan/outputs.py): each measurement's released value in
+    output units, a noisy total of __noisy, or the column of a tree's quantile (lower/quantile.py)."""
+    ms = tuple(plan.measurement(n) for n in o.measurements)
+
+    def value(i: int) -> exp.Expression:
+        if QUANTITIES[ms[i].kind].stage is Stage.TREE:   # a tree releases one column per q asked of it
+            return col(quantile.output_column(ms[i], o.quantile, plan))
+        return noisy_total(ms[i])
+    return Released(ms, value, plan.nonnegative, plan.confidence)
 
 
 def output_interval(plan: Plan, index: int) -> tuple[exp.Expression, exp.Expression] | None:
-    """(low, high) of the confidence interval of one output around its bounded exact value.
-
-    Counts and sums: exact for the discrete Laplace noise (coverage >= ci, the smallest such width).
-    AVG: from a (1+ci)/2 interval for each of its sum and count (union bound): coverage >= ci.
-    """
+    """(low, high) of the confidence interval of one output around its bounded exact value."""
     o = plan.outputs[index]
-    if not has_interval(plan, o):
-        return None
-    ms = [plan.measurement(n) for n in o.measurements]
-    if o.kind != OutputKind.AVG:   # a count or a sum
-        m = ms[0]
-        a = half_width(m, plan.confidence)
-        a = int(a) if m.granularity == 1 else a   # counts stay integers
-        lower, upper = (0.0, None) if handler(o.kind).count else (m.lower, m.upper)
-        return tuple(sign_clamp(op(this=noisy_total(m), expression=num(a)), lower, upper, plan)
-                     for op in (exp.Sub, exp.Add))
-    level = (1 + plan.confidence) / 2
-    total, count = ms
-    a, b = half_width(total, level), half_width(count, level)
-    s, n = noisy_total(total), cast(col(count.name), "DOUBLE")
-    midpoint = total.offset or 0.0   # centred sums
-    corners = [exp.Add(this=num(midpoint), expression=exp.Div(
-                   this=exp.Paren(this=op_s(this=s.copy(), expression=num(a))),
-                   expression=exp.Paren(this=op_n(this=n.copy(), expression=num(b)))))
-               for op_s in (exp.Sub, exp.Add) for op_n in (exp.Sub, exp.Add)]
-    unknown = exp.LTE(this=exp.Sub(this=n.copy(), expression=num(b)), expression=num(0))
-
-    def bounded(value):
-        return fn("LEAST", fn("GREATEST", value, num(float(o.lower))), num(float(o.upper)))
-    low = case_when(unknown, num(float(o.lower)), bounded(fn("LEAST", *corners)))
-    high = case_when(unknown.copy(), num(float(o.upper)), bounded(fn("GREATEST", *[c.copy() for c in corners])))
-    return low, high
+    return AGGREGATES[o.kind].interval(o, released(plan, o)) if has_interval(plan, o) else None
 
 
 def output_value(plan: Plan, index: int) -> exp.Expression:
     """Post-processing of released measurements into one output column."""
     o = plan.outputs[index]
+    # An output is a group key, an expression over other outputs, or an aggregate (its spec says).
     if o.kind == OutputKind.KEY:
         return col(f"k{o.key_index}")
     if o.kind == OutputKind.EXPR:
@@ -86,54 +55,7 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
             lambda n: output_value(plan, slot) if (slot := _slot_index(plan, n)) is not None else n)
         # On released values only, but it may still cast a key (NOT 'F'): never an error.
         return exp.Anonymous(this="TRY", expressions=[inlined])
-    return OUTPUT_VALUES[o.kind](plan, o, [plan.measurement(n) for n in o.measurements])
-
-
-def count_value(plan: Plan, o, ms) -> exp.Expression:
-    return sign_clamp(col(ms[0].name), 0.0, None, plan)
-
-
-def sum_value(plan: Plan, o, ms) -> exp.Expression:
-    return sign_clamp(noisy_total(ms[0]), ms[0].lower, ms[0].upper, plan)
-
-
-def avg_value(plan: Plan, o, ms) -> exp.Expression:
-    """AVG = midpoint + noisy centred sum / noisy count (per-group bounds: noisy sum of per-unit means
-    / noisy unit count), never dividing by <= 0, clamped back into the bounds."""
-    mean = exp.Div(this=noisy_total(ms[0]), expression=fn("GREATEST", col(ms[1].name), num(1)))
-    if ms[0].offset is not None:
-        mean = exp.Add(this=num(float(ms[0].offset)), expression=mean)
-    return fn("LEAST", fn("GREATEST", mean, num(float(o.lower))), num(float(o.upper)))
-
-
-def quantile_value(plan: Plan, o, ms) -> exp.Expression:
-    return col(quantile.output_column(ms[0], o.quantile, plan))
-
-
-def variance(plan: Plan, o, ms) -> exp.Expression:
-    """VAR/STDDEV from noisy n, sum(x - m) and sum((x - m)^2) (m the bounds' midpoint, r the half-width):
-    var = S2/n - (S1/n)^2, clamped to [0, r^2], the most a variable within the bounds can have;
-    never dividing by <= 0. Sample versions scale by n/(n-1)."""
-    count, first, second = ms
-    n = cast(fn("GREATEST", col(count.name), num(1)), "DOUBLE")
-    mean = exp.Div(this=noisy_total(first), expression=n)
-    value = exp.Sub(this=exp.Div(this=noisy_total(second), expression=n.copy()),
-                    expression=exp.Mul(this=exp.Paren(this=mean), expression=exp.Paren(this=mean.copy())))
-    r = (o.upper - o.lower) / 2
-    kind = handler(o.kind)
-    assert isinstance(kind, Variance)
-    if kind.sample:
-        value = exp.Div(this=exp.Mul(this=exp.Paren(this=value), expression=n.copy()),
-                        expression=fn("GREATEST", exp.Sub(this=n.copy(), expression=num(1)), num(1)))
-    value = fn("LEAST", fn("GREATEST", value, num(0.0)), num(float(r * r) * (2 if kind.sample else 1)))
-    return fn("SQRT", value) if kind.root else value
-
-
-# The SQL of each aggregate's output over its measurements (plan/aggregates.py has the rest of it).
-OUTPUT_VALUES = {OutputKind.COUNT: count_value, OutputKind.COUNT_COL: count_value, OutputKind.UNITS: count_value,
-                 OutputKind.DISTINCT: count_value, OutputKind.SUM: sum_value, OutputKind.AVG: avg_value,
-                 OutputKind.QUANTILE: quantile_value, OutputKind.VAR_POP: variance, OutputKind.VAR_SAMP: variance,
-                 OutputKind.STDDEV_POP: variance, OutputKind.STDDEV_SAMP: variance}
+    return AGGREGATES[o.kind].output(o, released(plan, o))
 
 
 def _slot_index(plan: Plan, node: exp.Expression) -> int | None:

@@ -29,10 +29,10 @@ from sqlglot import exp
 
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
-from dpsql.plan.kinds import OutputKind, Quantity
+from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.lower.noise import noise_call
 from dpsql.lower.names import key_names, value_column
-from dpsql.sql.build import alias, case_when, cast, clamp, col, fn, ident, num, select
+from dpsql.sql.build import alias, case_when, cast, col, fn, ident, num, select
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
 
 # Google's QuantileTree drops children whose noisy count is below this fraction of their total:
@@ -45,23 +45,16 @@ MATERIALIZED_SUFFIXES = ("_leaf", *(f"_c{d}" for d in range(1, TREE_DEPTH + 1)))
 
 def quantiles_of(plan: Plan, m: Measurement) -> list[float]:
     """The distinct q asked of one tree, in a fixed order (output column m_q<i> is the i-th)."""
-    return sorted({o.quantile for o in plan.outputs if o.kind == OutputKind.QUANTILE and o.measurements == (m.name,)})
+    return sorted({o.quantile for o in plan.outputs if o.quantile is not None and o.measurements == (m.name,)})
+
+
+def trees(plan: Plan) -> list[Measurement]:
+    """The measurements that are quantile trees, lowered here (plan/quantities.py Stage.TREE)."""
+    return [m for m in plan.measurements if QUANTITIES[m.kind].stage is Stage.TREE]
 
 
 def output_column(m: Measurement, q: float, plan: Plan) -> str:
     return f"{m.name}_q{quantiles_of(plan, m).index(q)}"
-
-
-def leaf_index(value: exp.Expression, m: Measurement) -> exp.Expression:
-    """floor((v - lower) / width * 65536) for v clamped to the bounds (NaN and +inf to upper, -inf to
-    lower, NULL stays NULL). Rounding is monotone, so it lies in [0, 65536]: 65536 only for v = upper,
-    moved into the last leaf by ``leaf_counts`` once NULLs are gone (LEAST would turn NULL into a leaf).
-    """
-    width = m.upper - m.lower
-    shifted = exp.Paren(this=exp.Sub(this=clamp(value, m.lower, m.upper), expression=num(float(m.lower))))
-    scaled = exp.Mul(this=exp.Div(this=shifted, expression=num(float(width))), expression=num(float(TREE_LEAVES))) \
-        if width > 0 else exp.Mul(this=shifted, expression=num(0.0))
-    return cast(fn("FLOOR", scaled), "BIGINT")
 
 
 def _keys(plan: Plan, table: str | None = None) -> list[exp.Column]:
@@ -239,9 +232,7 @@ def quantile_ctes(plan: Plan, m: Measurement, bounded: str | None, function: str
 
 def join_outputs(plan: Plan, query: exp.Select) -> exp.Select:
     """__out reads __noisy joined with every tree's released quantiles, group by group."""
-    for m in plan.measurements:
-        if m.kind != Quantity.QUANTILE:
-            continue
+    for m in trees(plan):
         on = [exp.NullSafeEQ(this=col(k, "__noisy"), expression=col(f"__{m.name}_{k}", f"__{m.name}_out"))
               for k in key_names(plan)]
         query = query.join(exp.Table(this=exp.to_identifier(f"__{m.name}_out")), on=_on(on), join_type="LEFT")

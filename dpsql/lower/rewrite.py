@@ -31,7 +31,6 @@ from sqlglot import exp
 
 from dpsql.lower import distinct, quantile
 from dpsql.plan.model import Plan
-from dpsql.plan.kinds import Quantity
 from dpsql.sql.build import DIALECT, alias, col, ident, num, table
 from dpsql.lower.noise import noisy_cte, scalar_measurements
 from dpsql.lower.post import final_select, measurements_select, output_interval, output_value
@@ -52,7 +51,7 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
     if not plan.table.row_level:
         ctes += user_level_ctes(plan, sampling)
         source = ctes[-1][0]
-    trees = [m for m in plan.measurements if m.kind == Quantity.QUANTILE]
+    trees = quantile.trees(plan)
     materialized = {"__noisy"}
     bounded = source if source == "__bounded" else None
     if (trees or distinct.measurements(plan)) and bounded:

@@ -12,6 +12,7 @@ docs/architecture.md, "How to add a mechanism").
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Protocol
 
@@ -19,6 +20,13 @@ import numpy as np
 
 from dpsql.mechanisms import discrete_laplace as laplace
 from dpsql.mechanisms.randomness import RandomSource
+from dpsql.mechanisms.releases import APPROX, Release
+
+# The measures a mechanism's privacy map states its loss in (OpenDP's shape): pure epsilon-DP,
+# zero-concentrated DP (rho), approximate (epsilon, delta)-DP.
+PURE, ZCDP, APPROXIMATE = "pure", "zCDP", "approximate"
+# dp-accounting's default discretization of privacy losses (its estimates are pessimistic).
+PLD_DISCRETIZATION = 1e-4
 
 
 class Mechanism(Protocol):
@@ -46,6 +54,21 @@ class Mechanism(Protocol):
         """``size`` independent draws of the noise, as int64 grid steps."""
         ...
 
+    # --- the privacy map: what a release of this mechanism costs (an accountant composes these) ---
+    measure: str   # PURE, ZCDP or APPROXIMATE: the measure its loss is native in
+
+    def epsilon(self, release: Release, delta: Fraction) -> Fraction | float:
+        """The smallest epsilon for which the release is (epsilon, delta)-DP (inf: none)."""
+        ...
+
+    def rho(self, release: Release) -> tuple[Fraction | float, Fraction]:
+        """(rho, delta): the release is delta-approximately rho-zCDP (Bun-Steinke 2016, Def. 8.1)."""
+        ...
+
+    def pld(self, release: Release, discretization: float = PLD_DISCRETIZATION):
+        """The release's privacy-loss distribution (dp-accounting's PrivacyLossDistribution, pessimistic)."""
+        ...
+
 
 class DiscreteLaplace:
     """Discrete Laplace noise on an integer grid (Canonne-Kamath-Steinke 2020), scale t: pure
@@ -69,9 +92,59 @@ class DiscreteLaplace:
     def sample(self, source: RandomSource, scale: float, size: int) -> np.ndarray:
         return laplace.discrete_laplace(source, scale, size)
 
+    measure = PURE
+
+    def epsilon(self, release: Release, delta: Fraction = Fraction(0)) -> Fraction | float:
+        # Pure DP: L1 sensitivity / scale (Dwork-McSherry-Nissim-Smith 2006), whatever delta.
+        if not release.scale:
+            return math.inf if release.sensitivity.l1 else Fraction(0)
+        return release.sensitivity.l1 / release.scale
+
+    def rho(self, release: Release) -> tuple[Fraction | float, Fraction]:
+        # epsilon-DP implies epsilon^2 / 2-zCDP (Bun-Steinke 2016, Prop. 3.3).
+        eps = self.epsilon(release)
+        return eps * eps / 2, Fraction(0)
+
+    def pld(self, release: Release, discretization: float = PLD_DISCRETIZATION):
+        # A vector of independent discrete Laplace draws moved by an L1 total of Delta is dominated by
+        # one draw moved by Delta; dp-accounting's parameter is 1/t, rounded up (less noise: pessimistic).
+        from dp_accounting.pld import privacy_loss_distribution as pld
+        l1 = release.sensitivity.l1
+        if l1.denominator != 1:
+            raise ValueError(f"discrete Laplace needs an integer L1 sensitivity, got {l1}")
+        parameter = 1 / release.scale
+        as_float = float(parameter)
+        if Fraction(as_float) < parameter:
+            as_float = math.nextafter(as_float, math.inf)
+        return pld.from_discrete_laplace_mechanism(as_float, sensitivity=int(l1),
+                                                   value_discretization_interval=discretization)
+
+
+class Approximate:
+    """An (epsilon, delta) guarantee that is no noise draw of its own: partition selection's delta, a
+    charge recorded before releases were. It is the release's own statement, composed as it is."""
+
+    name = APPROX
+    measure = APPROXIMATE
+
+    def epsilon(self, release: Release, delta: Fraction = Fraction(0)) -> Fraction | float:
+        return release.epsilon if delta >= release.delta else math.inf
+
+    def rho(self, release: Release) -> tuple[Fraction | float, Fraction]:
+        # (epsilon, delta)-DP implies delta-approximate epsilon^2 / 2-zCDP (Bun-Steinke 2016, Section 8: approximate zCDP).
+        return release.epsilon * release.epsilon / 2, release.delta
+
+    def pld(self, release: Release, discretization: float = PLD_DISCRETIZATION):
+        from dp_accounting.pld import common, privacy_loss_distribution as pld
+        params = common.DifferentialPrivacyParameters(float(release.epsilon), float(release.delta))
+        return pld.from_privacy_parameters(params, value_discretization_interval=discretization)
+
 
 DISCRETE_LAPLACE = DiscreteLaplace()
+APPROXIMATE_GUARANTEE = Approximate()
 MECHANISMS: dict[str, Mechanism] = {DISCRETE_LAPLACE.name: DISCRETE_LAPLACE}
+# Every name a Release may carry: the noise mechanisms, and the (epsilon, delta) statement.
+PRIVACY_MAPS = {**MECHANISMS, APPROXIMATE_GUARANTEE.name: APPROXIMATE_GUARANTEE}
 
 
 def mechanism(name: str) -> Mechanism:

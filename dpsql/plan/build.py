@@ -20,16 +20,16 @@ from sqlglot import exp
 from dpsql.errors import InvalidParameter, PrivacyViolation
 from dpsql.policy.model import TablePolicy
 from dpsql.frontend.options import aggregate_bounds
-from dpsql.plan.sensitivity import count_sensitivity, distinct_sensitivity, granularity, grid_bound, quantile_tree_sensitivity, sum_sensitivity, unit_total_sensitivity
 from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism
 from dpsql.frontend.relation import conjuncts
-from dpsql.frontend.scope import AGGREGATES, Scope, argument_bounds, columns_in, group_keys, key_position, name_of, quantile_of
+from dpsql.frontend.scope import AGGREGATES as AGGREGATE_NODES, Scope, argument_bounds, columns_in, group_keys, key_position, name_of, quantile_of
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import GroupKey, KeyColumn, Measurement, Output, Selection
 from dpsql.plan.allocation import check_budget_parameters, share
-from dpsql.plan.aggregates import Need, handler, needs, signature
-from dpsql.plan.kinds import Bounding, OutputKind, Quantity
+from dpsql.plan.aggregates import AGGREGATES, Sharing, signature
+from dpsql.plan.quantities import QUANTITIES, Need
+from dpsql.plan.kinds import OutputKind, Quantity
 
 
 def slot_names(outputs: list) -> set[str]:
@@ -38,19 +38,7 @@ def slot_names(outputs: list) -> set[str]:
 
 def _calibration(need: Need, L: int, C: int, table: TablePolicy) -> tuple[float, int]:
     """(grid step, sensitivity in steps) of one noisy quantity: plan/sensitivity.py proves each bound."""
-    if need.kind == Quantity.SUM:
-        g = granularity(need.lower, need.upper)
-        bound = grid_bound(need.lower, need.upper, g)
-        return g, sum_sensitivity(L, C, bound) if need.bounding == Bounding.ROWS else unit_total_sensitivity(L, bound)
-    if need.kind in (Quantity.COUNT_UNITS, Quantity.UNITS):
-        return 1.0, count_sensitivity(L, 1)   # one unit counts once in each of <= L partitions
-    if need.kind == Quantity.DISTINCT:
-        return 1.0, distinct_sensitivity(L, C, len(table.columns[need.column].keys))
-    if need.kind == Quantity.QUANTILE:
-        return 1.0, quantile_tree_sensitivity(L, C)
-    if need.bounding == Bounding.UNIT_TOTAL:   # COUNT with per-group bounds
-        return 1.0, unit_total_sensitivity(L, grid_bound(need.lower, need.upper, 1.0))
-    return 1.0, count_sensitivity(L, C)
+    return QUANTITIES[need.kind].calibrate(need, L, C, table)
 
 
 def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: TablePolicy) -> Measurement:
@@ -85,16 +73,16 @@ class _Outputs:
         return len(self.items) - 1
 
     def aggregate(self, agg: exp.Expression, name: str | None, hidden: bool) -> int:
-        kind, column, argument = signature(agg, self.scope.table)
+        spec, column, argument = signature(agg, self.scope.table)
         bounds = aggregate_bounds(agg, self.scope.refuse)
-        q = quantile_of(agg) if kind == OutputKind.QUANTILE else None
-        same = (kind, column, bounds.per_row, bounds.per_group, q)
+        q = quantile_of(agg) if spec.quantile else None
+        same = (spec.kind, column, bounds.per_row, bounds.per_group, q)
         if hidden and same in self.by_signature:   # HAVING/ORDER BY reuse an output of the same aggregate
             return self.by_signature[same]
         derived = argument_bounds(argument, self.scope.table) if argument is not None else None
         lower, upper = bounds.per_group or bounds.per_row or derived or (None, None)
-        default = handler(kind).name(column, None if isinstance(agg, exp.Median) else q)
-        index = self.add(Output(name=name or default, kind=kind, column=column, lower=lower, upper=upper,
+        default = spec.name(agg, column, q)
+        index = self.add(Output(name=name or default, kind=spec.kind, column=column, lower=lower, upper=upper,
                                 hidden=hidden, argument=argument, per_row=bounds.per_row,
                                 per_group=bounds.per_group, quantile=q))
         self.by_signature.setdefault(same, index)
@@ -105,7 +93,7 @@ class _Outputs:
 
     def to_slot(self, node: exp.Expression) -> exp.Expression:
         """An expression over released outputs only: aggregates, keys and aliases become slots."""
-        if isinstance(node, AGGREGATES):
+        if isinstance(node, AGGREGATE_NODES):
             return exp.column(f"o{self.aggregate(node, None, hidden=True)}")
         index = self.key_index(node)
         if index is not None:
@@ -124,7 +112,7 @@ class _Outputs:
             node = item.unalias()
             alias = item.alias if isinstance(item, exp.Alias) else None
             index = self.key_index(node)
-            if isinstance(node, AGGREGATES):
+            if isinstance(node, AGGREGATE_NODES):
                 slot = self.aggregate(node, alias, hidden=False)
             elif index is not None:
                 slot = self.add(Output(name=alias or (node.name if isinstance(node, exp.Column) else node.sql()),
@@ -181,26 +169,17 @@ def _measurements(outputs: list[Output], L: int, C: int, epsilon: float, selecti
                   table: TablePolicy) -> tuple[list[Measurement], list[Output]]:
     """One measurement per distinct noisy quantity; epsilon split equally (sequential composition).
 
-    Partition selection adds the noisy unit count, shared with COUNT(DISTINCT unit) if asked for.
+    Partition selection adds the noisy unit count, shared with COUNT(DISTINCT unit) if asked for;
+    an aggregate may reuse what others measure anyway (``Sharing``: its spec says how).
     """
-    plain = {(n.column, n.lower, n.upper) for o in outputs if o.kind == OutputKind.SUM for n in needs(o)
-             if n.bounding == Bounding.ROWS}
+    aggregates = [o for o in outputs if o.kind.aggregate]
+    planned = frozenset(n for o in aggregates for n in AGGREGATES[o.kind].needs(o, Sharing()))
+    sharing = Sharing(selecting=selecting, row_level=table.row_level, planned=planned)
 
     def needs_of(o: Output) -> list[Need]:
-        if o.kind == OutputKind.COUNT and o.per_group is None and selecting and table.row_level:
-            # At row level COUNT(*) is the unit count partition selection measures anyway: release
-            # that one noisy count (as GoogleSQL and SmartNoise do) instead of splitting epsilon
-            # for a second. Counts of groups just above the threshold then lean high.
-            return [Need(Quantity.UNITS, None)]
-        # An AVG beside a plain SUM of the same values reuses it: with that sum released anyway,
-        # centring gains nothing (m + (S - m*n)/n = S/n) and a second sum would split epsilon further.
-        if o.kind == OutputKind.AVG and o.per_group is None and (o.column, *(o.per_row or (o.lower, o.upper))) in plain:
-            row = o.per_row or (o.lower, o.upper)
-            return [Need(Quantity.SUM, o.column, *row, argument=o.argument),
-                    Need(Quantity.COUNT_COL, o.column, argument=o.argument)]
-        return needs(o)
+        return AGGREGATES[o.kind].needs(o, sharing)
 
-    needed = list(dict.fromkeys(need for o in outputs if o.kind.aggregate for need in needs_of(o)))
+    needed = list(dict.fromkeys(need for o in aggregates for need in needs_of(o)))
     if selecting and Need(Quantity.UNITS, None) not in needed:
         needed.append(Need(Quantity.UNITS, None))
     if not needed:
@@ -303,6 +282,7 @@ def _contribution_limits(scope: Scope, keys: list[GroupKey]) -> tuple[int, int]:
 
 def _selection(measurements: list[Measurement], L: int, delta: float) -> Selection:
     """DP partition selection on the noisy unit count, thresholded by its mechanism for delta."""
+    # Selection thresholds the noisy count of units, whichever output asked for it (kind, not aggregate).
     units = next(m for m in measurements if m.kind == Quantity.UNITS)
     try:
         threshold = mechanism(units.mechanism).selection_threshold(units.scale, L, delta)

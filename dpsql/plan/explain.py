@@ -18,31 +18,23 @@ import dataclasses
 import math
 from typing import Callable
 
-from dpsql.plan.aggregates import handler
-from dpsql.plan.kinds import OutputKind, Quantity
+from dpsql.plan.aggregates import AGGREGATES
+from dpsql.plan.kinds import OutputKind
 from dpsql.plan.parts import GroupKey, Measurement, Output
-from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES
+from dpsql.plan.quantities import QUANTITIES
 from dpsql.plan.text import CONFIDENCE, fmt
 
 
 def measurement_lines(m: Measurement) -> list[str]:
-    g = m.granularity
-    lines = [f"  {m.name}  {m.label}"]
-    if m.kind == Quantity.SUM:
-        lines.append(f"      clamp to [{fmt(m.lower)}, {fmt(m.upper)}], exact sum on a grid of step {fmt(g)}")
-    if m.kind == Quantity.QUANTILE:
-        width = (m.upper - m.lower) / TREE_LEAVES
-        lines.append(f"      clamp to [{fmt(m.lower)}, {fmt(m.upper)}]; tree of branching {TREE_BRANCHING}, depth "
-                     f"{TREE_DEPTH} ({TREE_LEAVES} leaves of width {fmt(width)}); noisy counts of the children "
-                     "of visited nodes only")
+    g, spec = m.granularity, QUANTITIES[m.kind]
+    lines = [f"  {m.name}  {m.label}", *spec.details(m)]
     lines += [
         f"      sensitivity {fmt(m.sensitivity * g)}  ({m.sensitivity} grid steps)" if g != 1
         else f"      sensitivity {m.sensitivity}",
         f"      mechanism {m.mechanism}" + (" on the grid" if g != 1 else " (integer)"),
         f"      epsilon {m.epsilon:.6g}, noise scale {fmt(m.scale * g)}"
         + (f" (std dev {fmt(math.sqrt(2) * m.scale * g)})" if m.scale else ""),
-        f"      {int(CONFIDENCE * 100)}% of {'node counts' if m.kind == Quantity.QUANTILE else 'answers'} within "
-        f"+-{fmt(m.error)} of the bounded exact value",
+        f"      {int(CONFIDENCE * 100)}% of {spec.noised} within +-{fmt(m.error)} of the bounded exact value",
     ]
     return lines
 
@@ -67,10 +59,11 @@ def key_description(k: GroupKey) -> str:
 
 
 def output_line(o: Output, keys: tuple[GroupKey, ...], measurement: Callable[[str], Measurement]) -> str:
-    """An output's line: a key, an expression over outputs, or what its aggregate's handler says."""
+    """An output's line: a key, an expression over outputs, or what its aggregate's spec says."""
     hidden = "  (for HAVING/ORDER BY, not shown)" if o.hidden else ""
+    # An output is a group key, an expression over other outputs, or an aggregate (its spec says).
     if o.kind == OutputKind.KEY:
         return f"  {o.name} = group key {keys[o.key_index].label}{hidden}"
     if o.kind == OutputKind.EXPR:
         return f"  {o.name} = {o.expression.sql(dialect='duckdb')}{hidden}"
-    return f"  {o.name} = {handler(o.kind).explain(measurement, o, hidden)}"
+    return f"  {o.name} = {AGGREGATES[o.kind].explain(measurement, o, hidden)}"

@@ -23,6 +23,7 @@ class Quantity(_Kind):
     UNITS = "units"               # COUNT(DISTINCT unit): also partition selection's count
     DISTINCT = "distinct"         # COUNT(DISTINCT x) over x's public keys
     QUANTILE = "quantile"         # the node counts of a quantile tree
+    COUNT_IF = "count_if"         # COUNT_IF(cond): rows where a condition holds
 
 
 class Bounding(_Kind):
@@ -47,6 +48,7 @@ class OutputKind(_Kind):
     VAR_SAMP = "var_samp"
     STDDEV_POP = "stddev_pop"
     STDDEV_SAMP = "stddev_samp"
+    COUNT_IF = "count_if"
 
     @property
     def aggregate(self) -> bool:

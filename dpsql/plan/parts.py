@@ -1,6 +1,6 @@
 """The parts a Plan (plan/model.py) is made of: Measurements, the noisy quantities, each spending a
 share of epsilon; Outputs, keys or post-processing of measurements (free); the GROUP BY keys and
-their public key columns; DP partition selection. Frozen; the aggregates' handlers and the explain
+their public key columns; DP partition selection. Frozen; the aggregates' specs and the explain
 lines read them, and the Plan holds them.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dpsql.errors import InternalError
 from dpsql.frontend.derived import DerivedKeys
 from dpsql.mechanisms.base import MECHANISMS, mechanism
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
+from dpsql.plan.quantities import QUANTITIES
 from dpsql.plan.text import CONFIDENCE
 
 
@@ -57,16 +58,8 @@ class Measurement:
 
     @property
     def label(self) -> str:
-        label = {Quantity.COUNT: "COUNT(*)", Quantity.COUNT_COL: f"COUNT({self.column})",
-                 Quantity.SUM: f"SUM({self.column})", Quantity.COUNT_UNITS: f"COUNT(units with {self.column})",
-                 Quantity.UNITS: "COUNT(DISTINCT unit)", Quantity.DISTINCT: f"COUNT(DISTINCT {self.column})",
-                 Quantity.QUANTILE: f"QUANTILE TREE({self.column})"}[self.kind]
-        if self.bounding == Bounding.UNIT_MEAN:
-            return f"SUM(per-unit AVG({self.column}))"
-        if self.offset is not None:
-            centred = f"{self.column} - {self.offset:g}"
-            return f"SUM({centred})" if self.moment == 1 else f"SUM(({centred})^{self.moment})"
-        return label
+        """How explain and the ledger name it (plan/quantities.py)."""
+        return QUANTITIES[self.kind].label(self)
 
 
 @dataclass(frozen=True)

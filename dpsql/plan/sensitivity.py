@@ -40,13 +40,14 @@ def grid_bound(lower: float, upper: float, g: float) -> int:
 
 
 def count_sensitivity(max_groups: int, max_rows: int) -> int:
-    """COUNT(*) and COUNT(col): one unit adds <= C rows to each of <= L partitions. Row level: L = C = 1."""
+    """COUNT(*), COUNT(col), COUNT_IF(cond): one unit adds <= C rows to each of <= L partitions (its count
+    is capped at C, plan/exact.py capped). Row level: L = C = 1."""
     return max_groups * max_rows
 
 
 def sum_sensitivity(max_groups: int, max_rows: int, bound: int) -> int:
     """SUM on the grid: one unit adds, per partition, a value in [-C*B, C*B] (per-unit sums are
-    clamped to C rows' worth, see rewrite.bounded_unit_sum), to <= L partitions: L*C*B grid steps."""
+    clamped to C rows' worth, see plan/exact.py bounded_unit_sum), to <= L partitions: L*C*B grid steps."""
     return max_groups * max_rows * bound
 
 

@@ -19,15 +19,12 @@ import pyarrow as pa
 
 from dpsql.api.display import to_json_value
 from dpsql.errors import DpsqlError
-from dpsql.plan.kinds import OutputKind
+from dpsql.plan.aggregates import released_directly
 from dpsql.plan.model import Plan
 from dpsql.plan.text import CONFIDENCE
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 HEADER_LIMIT = 16_384   # a header past this drops the plan's text (clients read the Arrow schema's copy)
-
-# Outputs that are one measurement as released: their noise's error bar is the output's.
-_SINGLE = {OutputKind.COUNT, OutputKind.COUNT_COL, OutputKind.UNITS, OutputKind.DISTINCT, OutputKind.SUM}
 
 # Set-up errors: true, but their messages name the owner's files; the analyst gets the code only.
 _OWNER_SIDE = {"DP403", "DP404", "DP405", "DP406", "DP501", "DP502", "DP503", "DP504"}
@@ -44,7 +41,7 @@ def plan_doc(plan) -> dict:
            "rewritten_sql": plan.rewritten_sql}
     if isinstance(plan, Plan):
         for o in plan.visible_outputs:
-            single = o.kind in _SINGLE and len(o.measurements) == 1
+            single = released_directly(o)   # one measurement as released: its error bar is the output's
             error = plan.measurement(o.measurements[0]).error if single else None
             doc["outputs"].append({"name": o.name, "kind": o.kind.value, "expected_error": error,
                                    "confidence": CONFIDENCE if single else None})

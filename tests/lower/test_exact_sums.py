@@ -10,7 +10,7 @@ from sqlglot import exp
 
 import dpsql
 from dpsql import testing
-from dpsql.lower import bounding
+from dpsql.plan import exact
 from tests.support import sql_tree
 
 BOUND = 2 ** 20   # grid step 1: the values below are their own grid steps
@@ -53,6 +53,6 @@ def test_more_than_c_rows_count_as_c_rows_worth_truncated_toward_zero():
 @pytest.mark.parametrize("rows, expected", [(10, 2 * BOUND * 5 // 10), (11, 0)])
 def test_a_person_past_the_exact_limit_adds_nothing(monkeypatch, rows, expected):
     """The limit is 2**53 / B rows (over 2**32); lowered to 10 rows here so a test can reach it."""
-    monkeypatch.setattr(bounding, "EXACT_DOUBLE", 10 * BOUND)
+    monkeypatch.setattr(exact, "EXACT_DOUBLE", 10 * BOUND)
     [(total,)] = testing.run(connect(rows, C=5), "SELECT SUM(v) AS s FROM t").rows
     assert total == expected + 9 * 3

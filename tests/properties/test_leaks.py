@@ -133,6 +133,13 @@ FINDINGS = [
     "SELECT tier, grade, COUNT(*) FROM people WHERE tier = 'bronze' OR grade > 4 GROUP BY tier, grade",
     "SELECT COUNT(*) FROM people WHERE i8 = '12' OR i64 IN ('-3', ' 7 ') OR u64 = TRUE OR ok = 0 OR f64 < '1e3'",
     "SELECT COUNT(person_id) AS n, SUM(i8) AS s FROM visits",
+    # COUNT_IF's condition is guarded as a WHERE is (issue 21: an aggregate added through the spec
+    # tables alone): casts that fail, or not, on the heavy person's values only
+    f"SELECT COUNT_IF(i64 > {TINY}) AS n, COUNT_IF(dec > {TINY} OR -i8 > 0) AS m FROM people",
+    "SELECT clinic, COUNT_IF(CAST(txt AS INTEGER) > 1 OR i8 = '12') AS n FROM visits GROUP BY clinic ORDER BY n",
+    "SELECT tier, COUNT_IF(f64 / 0 > 1 AND NOT ok) AS n, COUNT_IF(CAST(f64 AS SMALLINT) < 0) AS m FROM people "
+    "GROUP BY tier ORDER BY n DESC",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) txt, COUNT_IF(length(txt) > 3) AS n FROM visits GROUP BY txt",
     # a per-person subquery's WHERE and arguments are guarded as a WHERE is (issue 28): the heavy
     # person's txt values ('', 100k characters, '1e400') fail these casts on one neighbour only
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) n, COUNT(*) AS people FROM (SELECT person_id, "

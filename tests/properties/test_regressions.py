@@ -68,7 +68,7 @@ def movement(plan, before: dict, after: dict) -> dict:
 
 def spec_sensitivity(m: Measurement, plan) -> int:
     """How far one unit can move a measurement, from the spec alone (README, "Sensitivity"), with the L and
-    C the rewrite enforces (plan.max_groups, plan.max_rows): COUNT L*C; SUM L*C*B grid steps; per-group
+    C the rewrite enforces (plan.max_groups, plan.max_rows): COUNT and COUNT_IF L*C; SUM L*C*B grid steps; per-group
     (GoogleSQL) bounds L*B; unit counts L; COUNT(DISTINCT col) L*min(C, |keys|); quantile tree 4*L*C."""
     L, C = plan.max_groups, plan.max_rows
     B = None
@@ -84,7 +84,7 @@ def spec_sensitivity(m: Measurement, plan) -> int:
         return L * B
     if m.kind == "sum":
         return L * C * B
-    assert m.kind in ("count", "count_col"), m.kind
+    assert m.kind in ("count", "count_col", "count_if"), m.kind
     return L * C
 
 

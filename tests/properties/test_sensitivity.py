@@ -102,6 +102,39 @@ def test_the_bound_is_tight_for_a_unit_at_its_limits():
     assert sum(abs(after[k][m.name] - before[k][m.name]) for k in before) == m.sensitivity
 
 
+# COUNT_IF (added through the spec tables alone): a row counts where its condition holds, guarded as
+# a WHERE is (the CAST fails on NaN, infinities and huge values: TRY, not a failure); a unit counts at
+# most C rows in each of at most L partitions, so L*C as any count.
+COUNT_IF_QUERIES = [
+    "SELECT grp, COUNT_IF(v > 0), COUNT_IF(v IS NULL OR grp = 'zz') FROM t GROUP BY grp",
+    "SELECT COUNT_IF(CAST(v AS INTEGER) % 2 = 0 OR v < -10) AS n, COUNT(*) FROM t",
+    "SELECT v, COUNT_IF(isnan(v) OR v >= 1) FROM t GROUP BY v",   # private keys: partition selection's count too
+]
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(ROW, max_size=40), extra=st.lists(st.tuples(st.sampled_from(KEYS + ["zz", None]), VALUES),
+       min_size=1, max_size=25), L=st.integers(1, 3), C=st.integers(1, 3), sql=st.sampled_from(COUNT_IF_QUERIES),
+       row_level=st.booleans())
+def test_count_if_moves_by_at_most_L_C(rows, extra, L, C, sql, row_level):
+    """COUNT_IF(cond) is charged L*C (row level: 1), and one unit moves it by no more, whatever its rows."""
+    plan = plan_for("row", 1, 1, -100.0, 100.0, sql) if row_level else plan_for("u", L, C, -100.0, 100.0, sql)
+    counted = [m for m in plan.measurements if m.kind == "count_if"]
+    assert counted and all(m.sensitivity == plan.max_groups * plan.max_rows for m in counted)
+    neighbour = rows + ([(99, *extra[0])] if row_level else [(99, grp, v) for grp, v in extra])
+    check(plan, measure(rows, plan), measure(neighbour, plan))
+
+
+def test_count_if_is_tight_for_a_unit_at_its_limits():
+    """A unit whose rows all hold the condition, C + 2 of them in every group, moves COUNT_IF by
+    exactly L*C: its cap is C, not more, and not fewer."""
+    plan = plan_for("u", 2, 3, 0.0, 10.0, "SELECT grp, COUNT_IF(v > 5) FROM t GROUP BY grp")
+    unit = [(99, k, 10.0) for k in KEYS for _ in range(5)] + [(99, k, 1.0) for k in KEYS]
+    before, after = measure([], plan), measure(unit, plan)
+    m = plan.measurements[0]
+    assert sum(abs(after[k][m.name] - before[k][m.name]) for k in before) == m.sensitivity == 6
+
+
 POOL = ["a", "b", "c", "d", "e", "f", "g"]
 
 

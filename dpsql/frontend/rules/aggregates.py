@@ -1,22 +1,24 @@
-"""Rules on aggregates: supported ones with well-formed arguments, quantiles with a literal q, numeric
-arguments with finite bounds, and GoogleSQL's DP options and contribution bounds."""
+"""Rules on aggregates: supported ones with well-formed arguments (each as its form says,
+frontend/scope.py FORMS), quantiles with a literal q, numeric arguments with finite bounds, and
+GoogleSQL's DP options and contribution bounds."""
 from __future__ import annotations
 
 from sqlglot import exp
 from dpsql.frontend.options import aggregate_bounds, number, query_options
 from dpsql.sql.totality import family
-from dpsql.sql.types import BOOLEAN, NUMBER
-from dpsql.frontend.scope import AGGREGATES, BOUNDED_AGGREGATES, QUANTILES, Scope, argument_bounds, is_unit_count, name_of
+from dpsql.frontend.scope import (AGGREGATES, FORMS, QUANTILES, Argument, Scope, argument_bounds, is_unit_count,
+                                  name_of)
 
 
 def quantile_arguments(select: exp.Select, scope: Scope) -> None:
     """MEDIAN(x) and QUANTILE_CONT/PERCENTILE_CONT(x, q): q a number literal in [0, 1] (DP312), no
     DISTINCT (DP303). Runs before the allowlist, so a list of quantiles gets DP312 too."""
     for agg in select.find_all(*QUANTILES):
-        fname = "MEDIAN" if isinstance(agg, exp.Median) else "QUANTILE_CONT"
+        form = FORMS[type(agg)]
+        fname = form.name
         if isinstance(agg.this, exp.Distinct):
             raise scope.refuse("DP303", f"{fname}(DISTINCT ...) is not supported: a quantile is of all values", agg)
-        if isinstance(agg, exp.Median):
+        if form.q is not None:   # MEDIAN: its name fixes q
             continue
         if isinstance(agg.parent, exp.WithinGroup):
             raise scope.refuse("DP312", "PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x) is not supported",
@@ -47,22 +49,23 @@ def dp_options(select: exp.Select, scope: Scope) -> None:
                            f"bound for {scope.table.name!r} (max_groups_per_unit: {L})", select,
                            hint=f"a query may only lower it: max_groups_contributed <= {L}, or leave it out")
     for agg in select.find_all(*AGGREGATES):
-        bounds = aggregate_bounds(agg, scope.refuse)
+        bounds, form = aggregate_bounds(agg, scope.refuse), FORMS[type(agg)]
         fname = agg.sql_name()
-        if bounds.per_row and isinstance(agg, exp.Count):
-            raise scope.refuse("DP310", "COUNT takes contribution_bounds_per_group, not _per_row", agg)
+        if bounds.per_row and not form.per_row:
+            raise scope.refuse("DP310", f"{form.name} takes contribution_bounds_per_group, not _per_row"
+                               if form.per_group else f"{form.name} takes no contribution bounds", agg)
         if bounds.per_group and scope.table.row_level:
             raise scope.refuse("DP310", f"{fname}: each row is a person in {scope.table.name!r}: "
                                "use contribution_bounds_per_row", agg)
-        if bounds.per_group and isinstance(agg, exp.Count) and \
-                any(b != int(b) or b < 0 for b in bounds.per_group):
-            raise scope.refuse("DP310", "COUNT's contribution_bounds_per_group are whole numbers >= 0", agg)
+        if bounds.per_group and form.whole and any(b != int(b) or b < 0 for b in bounds.per_group):
+            raise scope.refuse("DP310", f"{form.name}'s contribution_bounds_per_group are whole numbers >= 0", agg)
 
 
 def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
-    """Aggregates take one declared column (bounded for SUM/AVG), are not nested and not in WHERE/GROUP BY."""
+    """Aggregates take one argument, as their form says (frontend/scope.py FORMS: a number with finite
+    bounds for SUM/AVG, ...), are not nested and not in WHERE/GROUP BY."""
     for agg in select.find_all(*AGGREGATES):
-        fname = agg.sql_name()
+        fname, form = agg.sql_name(), FORMS[type(agg)]
         if agg.find_ancestor(exp.Where, exp.Group) is not None:
             raise scope.refuse("DP305", f"aggregate {fname} is not allowed in WHERE or GROUP BY", agg)
         inner = next((n for n in agg.this.find_all(*AGGREGATES)), None) if agg.this else None
@@ -74,30 +77,46 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
         if isinstance(arg, exp.Distinct):
             inner = arg.expressions[0] if len(arg.expressions) == 1 else None
             policy = scope.table.columns.get(name_of(inner)) if isinstance(inner, exp.Column) else None
-            if isinstance(agg, exp.Count) and policy is not None and policy.keys is not None:
+            if form.distinct and policy is not None and policy.keys is not None:
                 continue   # COUNT(DISTINCT col) over a public key set: at most |keys| values
+            if not form.distinct:
+                raise scope.refuse("DP303", f"{fname}(DISTINCT ...) is not supported", agg,
+                                   hint="only COUNT takes DISTINCT: of the privacy unit, or of a column with public keys")
             raise scope.refuse("DP303", f"{fname}(DISTINCT ...) needs a column with public keys, or the privacy "
                                "unit: its count could otherwise reveal values only the data holds", agg)
-        if isinstance(agg, exp.Count) and isinstance(arg, exp.Star):
+        if form.star and isinstance(arg, exp.Star):
             continue
-        if arg is None or isinstance(arg, exp.Star) or agg.args.get("expressions") or \
+        if arg is None or isinstance(arg, exp.Star) or agg.args.get("expressions") or _more_arguments(agg) or \
                 (isinstance(arg, exp.Column) and isinstance(arg.this, exp.Star)):
             raise scope.refuse("DP302", f"{fname} takes one argument: a column or an expression of columns", agg)
-        if not isinstance(agg, BOUNDED_AGGREGATES):
-            continue
-        bounds = aggregate_bounds(agg, scope.refuse)
-        if bounds.per_group and not isinstance(agg, (exp.Sum, exp.Avg)):
-            raise scope.refuse("DP310", f"{fname} takes contribution_bounds_per_row only", agg)
-        kind = family(arg, scope.types)
-        if kind not in (NUMBER, BOOLEAN, "null") and (kind is not None or not isinstance(arg, exp.Column)):
-            # A string or a date would have to be cast to a number row by row, and that cast fails
-            # (or not) depending on the data.
-            what = f"column {arg.name!r}" if isinstance(arg, exp.Column) else arg.sql()
-            raise scope.refuse("DP302", f"{fname}: {what} is {'a ' + kind + ', ' if kind else ''}not a number", agg,
-                               hint="aggregate a numeric column or expression")
-        if not (bounds.per_row or bounds.per_group or argument_bounds(arg, scope.table)):
-            what = f"column {arg.name!r} has no bounds in the policy" if isinstance(arg, exp.Column) else \
-                f"no finite bounds follow from the bounds of its columns for {arg.sql()}"
-            raise scope.refuse("DP302", f"{fname}: {what}", agg,
-                               hint="declare lower and upper for its columns in the policy, or pass "
-                                    "contribution_bounds_per_row => (lower, upper)")
+        if form.argument is not None:
+            _argument_kind(agg, form.argument, scope)
+
+
+def _more_arguments(agg: exp.Func) -> bool:
+    """A second argument its node keeps apart (COUNT_IF's ``zero_on_all_null``), which dpsql would not
+    read: refused rather than dropped (a quantile's q is rule quantile_arguments')."""
+    return any(isinstance(value, exp.Expression) for key, value in agg.args.items()
+               if key not in ("this", "expression", "expressions"))
+
+
+def _argument_kind(agg: exp.Func, argument: Argument, scope: Scope) -> None:
+    """One argument of the kind its form asks for (DP302), with finite bounds where it needs them;
+    per-group bounds only where the form takes them (DP310)."""
+    fname, arg = agg.sql_name(), agg.this
+    bounds = aggregate_bounds(agg, scope.refuse)
+    if bounds.per_group and not FORMS[type(agg)].per_group:
+        raise scope.refuse("DP310", f"{fname} takes contribution_bounds_per_row only", agg)
+    kind = family(arg, scope.types)
+    if kind not in argument.families and (kind is not None or not isinstance(arg, exp.Column)):
+        # A string or a date would have to be cast to a number row by row, and that cast fails
+        # (or not) depending on the data.
+        what = f"column {arg.name!r}" if isinstance(arg, exp.Column) else arg.sql()
+        raise scope.refuse("DP302", f"{fname}: {what} is {'a ' + kind + ', ' if kind else ''}not {argument.what}", agg,
+                           hint=argument.hint)
+    if argument.bounded and not (bounds.per_row or bounds.per_group or argument_bounds(arg, scope.table)):
+        what = f"column {arg.name!r} has no bounds in the policy" if isinstance(arg, exp.Column) else \
+            f"no finite bounds follow from the bounds of its columns for {arg.sql()}"
+        raise scope.refuse("DP302", f"{fname}: {what}", agg,
+                           hint="declare lower and upper for its columns in the policy, or pass "
+                                "contribution_bounds_per_row => (lower, upper)")

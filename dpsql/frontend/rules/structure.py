@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 from dpsql.sql.totality import COMPARISONS
 from dpsql.errors import PrivacyViolation
-from dpsql.frontend.scope import AGGREGATES, Scope, columns_in, name_of, output_aliases
+from dpsql.frontend.scope import AGGREGATES, FORMS, SUPPORTED, Scope, columns_in, name_of, output_aliases
 from dpsql.frontend.suggest import unknown_column, unknown_table
 
 
@@ -70,8 +70,7 @@ def allowed_nodes(select: exp.Select, scope: Scope) -> None:
         if isinstance(node, exp.AggFunc):
             fname = node.sql_name() if hasattr(node, "sql_name") else name
             raise scope.refuse("DP303", f"aggregate {fname} is not supported", node,
-                               hint="supported aggregates: COUNT, SUM, AVG, VAR_POP/VAR_SAMP, STDDEV_POP/STDDEV_SAMP, "
-                                    "MEDIAN, QUANTILE_CONT/PERCENTILE_CONT(x, q)")
+                               hint=f"supported aggregates: {SUPPORTED}")
         if isinstance(node, exp.Interval):
             raise scope.refuse(
                 "DP102", "INTERVAL is only supported added to or subtracted from a DATE or TIMESTAMP literal "
@@ -142,6 +141,6 @@ def star_only_in_count(select: exp.Select, scope: Scope) -> None:
         parent = star.parent
         if isinstance(parent, exp.Column):
             parent = parent.parent
-        if not isinstance(parent, exp.Count):
+        if type(parent) not in FORMS or not FORMS[type(parent)].star:
             raise scope.refuse("DP301", "SELECT * would release raw rows; select aggregates", star,
                                cls=PrivacyViolation)

@@ -146,7 +146,7 @@ class Typed:
                 agg = f"COUNT(*, contribution_bounds_per_group => {self.bounds(whole=True)})"
             return agg
         if kind == 1:
-            return f"COUNT({self.any(2)})"
+            return f"COUNT({self.any(2)})" if self.chance(70) else f"COUNT_IF({self.condition(2)})"
         if kind == 2:
             per_table = ["COUNT(DISTINCT person_id)", "COUNT(DISTINCT clinic)", "COUNT(person_id)"] if user else \
                 ["COUNT(DISTINCT sex)"]

@@ -1,0 +1,2 @@
+-- expect: DP303
+SELECT COUNT_IF(DISTINCT active) FROM people
