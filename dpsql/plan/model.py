@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 
 import sqlglot
 from sqlglot import exp
 
+from dpsql.mechanisms.releases import Release, Sensitivity
 from dpsql.plan.explain import key_description, measurement_lines, output_line
 from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
 from dpsql.policy.model import TablePolicy
@@ -67,6 +69,20 @@ class Plan:
         By position, never by equality: two equal outputs (ORDER BY one expression twice) are two
         columns, and a lookup costs O(1), so planning stays linear in the number of outputs."""
         return f"o{output if isinstance(output, int) else self._positions[id(output)]}"
+
+    def releases(self) -> tuple[Release, ...]:
+        """What this plan releases, in each mechanism's own terms (mechanisms/releases.py): one release
+        per measurement, and partition selection's delta as an (0, delta) guarantee beside the noisy
+        unit count it thresholds (the count's own release carries its epsilon). What the ledger stores
+        and an accountant composes.
+
+        A measurement states only its L1 sensitivity so far: as one partition moved by L1, which is
+        what discrete Laplace's map reads (issue 22 gives measurements their L0 and Linf)."""
+        found = tuple(Release(m.mechanism, Sensitivity(1, Fraction(m.sensitivity)), Fraction(m.scale))
+                      for m in self.measurements)
+        if self.selection is not None and self.selection.delta > 0:
+            found += (Release.approximate(0, self.selection.delta),)
+        return found
 
     def measurement(self, name: str) -> Measurement:
         return self._by_name[name]

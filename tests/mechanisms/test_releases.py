@@ -49,3 +49,14 @@ def test_an_approximate_guarantee_composes_as_stated():
     assert m.epsilon(a, Fraction(1, 10**6)) == Fraction(0.5) and math.isinf(m.epsilon(a, Fraction(0)))
     assert m.rho(a) == (Fraction(0.5) ** 2 / 2, Fraction(1e-6))
     assert m.pld(a).get_delta_for_epsilon(0.5) == pytest.approx(1e-6, rel=1e-3)
+
+
+def test_a_plan_lists_its_releases(db):
+    """One release per measurement, each covering its share of epsilon, and partition selection's
+    delta as an (0, delta) guarantee: basic composition of them is the plan's (epsilon, delta)."""
+    plan = db.explain("SELECT zip, COUNT(*), AVG(income) FROM people GROUP BY zip", epsilon=1.0, delta=1e-6)
+    releases = plan.releases()
+    assert len(releases) == len(plan.measurements) + 1
+    spent = sum(PRIVACY_MAPS[r.mechanism].epsilon(r, Fraction(1)) for r in releases)
+    assert spent <= Fraction(plan.epsilon)
+    assert sum(r.delta for r in releases) == Fraction(plan.delta)
