@@ -20,7 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpsql.mechanisms.discrete_laplace import _bernoulli_exp, _geometric_exp_minus_one, discrete_laplace
+from dpsql.mechanisms.discrete_laplace import bernoulli_exp, geometric_exp_minus_one, discrete_laplace
 from dpsql.mechanisms.losses import MARGIN
 from dpsql.mechanisms.randomness import RandomSource
 
@@ -46,24 +46,24 @@ def _acceptance(source: RandomSource, y: np.ndarray, a: int, b: int) -> np.ndarr
     q, r = np.divmod(d * d, den)
     # exp(-gamma) = exp(-q) exp(-r/den): a geometric count of Bernoulli(1/e) successes reaches q with
     # probability exp(-q) (discrete_laplace's helper), and Algorithm 1 draws Bernoulli(exp(-r/den)).
-    accept = _bernoulli_exp(source, r, den)
+    accept = bernoulli_exp(source, r, den)
     whole = np.flatnonzero(accept & (q > 0))
     if whole.size:
-        accept[whole] = _geometric_exp_minus_one(source, whole.size) >= q[whole]
+        accept[whole] = geometric_exp_minus_one(source, whole.size) >= q[whole]
     return accept
 
 
 def _accept_one(source: RandomSource, y: int, a: int, b: int) -> bool:
     """The same acceptance for one draw in Python integers (|y| beyond 2**31 / b: probability < e^-100)."""
     q, r = divmod((abs(y) * b - a) ** 2, 2 * a * a)
-    if not _bernoulli_exp(source, np.array([r], dtype=np.int64), 2 * a * a)[0]:
+    if not bernoulli_exp(source, np.array([r], dtype=np.int64), 2 * a * a)[0]:
         return False
     step = 2 ** 62   # P(V >= q) = P(V >= step) P(V >= q - step): a geometric count is memoryless
     while q > step:
-        if _geometric_exp_minus_one(source, 1)[0] < step:
+        if geometric_exp_minus_one(source, 1)[0] < step:
             return False
         q -= step
-    return bool(_geometric_exp_minus_one(source, 1)[0] >= q)
+    return bool(geometric_exp_minus_one(source, 1)[0] >= q)
 
 
 def discrete_gaussian(source: RandomSource, sigma: Fraction, size: int) -> np.ndarray:
