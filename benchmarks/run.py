@@ -309,8 +309,8 @@ def _laplace_optimum(plan, column: str, query: Query) -> dict | None:
     if output is None or output.kind not in ("count", "sum") or len(output.measurements) != 1:
         return None
     m = next(m for m in plan.measurements if m.name == output.measurements[0])
-    return {"epsilon_share": m.epsilon, "sensitivity": m.sensitivity * m.granularity,
-            "optimum_rmse": math.sqrt(2) * m.sensitivity * m.granularity / m.epsilon,
+    return {"epsilon_share": m.epsilon, "sensitivity": m.sensitivity.l1 * m.granularity,
+            "optimum_rmse": math.sqrt(2) * m.sensitivity.l1 * m.granularity / m.epsilon,
             "dpsql_expected_rmse": _discrete_laplace_sd(m.scale) * m.granularity}
 
 

@@ -60,11 +60,11 @@ class Exact:
         return [tuple(r.values()) for r in self.table.to_pylist()]
 
 
-def _identity(values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
+def _identity(values: pa.Array, code: pa.Array, a: pa.Array, b: pa.Array, c: pa.Array) -> pa.Array:
     return pa.array(np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64), type=pa.int64())
 
 
-def _zero(values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
+def _zero(values: pa.Array, code: pa.Array, a: pa.Array, b: pa.Array, c: pa.Array) -> pa.Array:
     return pa.array(np.zeros(len(values), dtype=np.int64), type=pa.int64())
 
 

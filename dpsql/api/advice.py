@@ -73,7 +73,7 @@ def _swamped(plan: Plan) -> list[tuple[Output, float]]:
     found = []
     for o in plan.visible_outputs:
         errors = [plan.measurement(name).error for name in o.measurements
-                  if plan.measurement(name).error > PLAUSIBLE_UNITS * plan.measurement(name).sensitivity
+                  if plan.measurement(name).error > PLAUSIBLE_UNITS * float(plan.measurement(name).sensitivity.l1)
                   * plan.measurement(name).granularity]
         if errors:
             found.append((o, max(errors)))

@@ -16,7 +16,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from dpsql.mechanisms import discrete_laplace as noise
+from dpsql.mechanisms.base import NoiseBuffer, noise
 from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
 from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, UnsupportedConstruct
@@ -66,7 +66,7 @@ class PrivateConnection:
         self._ledger = ledger
         self._data_version = data_version or versions.connection_data_version()
         self._source = randomness.as_random_source(rng)
-        self._noise = noise.NoiseBuffer()
+        self._noise = NoiseBuffer()
         self._lock = threading.Lock()
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         self._plans = PlanCache()
@@ -75,28 +75,29 @@ class PrivateConnection:
         # DP query, whose time would tell its analyst that nobody had run one (a shared cache).
         pa.array([None], type=pa.int64()).fill_null(0)
 
-    def _noise_udf(self, values: pa.Array, numerators: pa.Array, log2_denominators: pa.Array) -> pa.Array:
-        """Vectorised noise: one call per chunk of output groups, never per input row."""
-        n = len(values)
-        if n == 0:
+    def _noise_udf(self, values: pa.Array, codes: pa.Array, a: pa.Array, b: pa.Array, c: pa.Array) -> pa.Array:
+        """Vectorised noise: one call per chunk of output groups, never per input row; each row's
+        mechanism (its code) draws with its own arguments (mechanisms/base.py ``noise``)."""
+        if len(values) == 0:
             return pa.array([], type=pa.int64())
-        scale_num, scale_k = numerators[0].as_py(), log2_denominators[0].as_py()
-        scale = scale_num / 2 ** scale_k   # exact: numerator < 2**50, a dyadic double
-        with self._lock:
-            draws = self._noise.take(self._source, scale, n)
         exact = np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-        return pa.array(exact + draws, type=pa.int64())
+        columns = [np.asarray(x.to_numpy(zero_copy_only=False), dtype=np.int64) for x in (codes, a, b, c)]
+        with self._lock:
+            released = noise(self._noise, self._source, exact, columns[0], np.column_stack(columns[1:]))
+        return pa.array(released, type=pa.int64())
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-             ci: float | None = None, nonnegative: bool = True) -> Plan | PublicPlan:
+             ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> Plan | PublicPlan:
         """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
-        return self._planned(sql, epsilon, delta, ci, nonnegative, None, self._seconds(None)).plan
+        return self._planned(sql, epsilon, delta, ci, nonnegative, None, self._seconds(None), mechanism).plan
 
     def _planned(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None,
-                 deadline: float | None) -> Entry:
+                 deadline: float | None, mechanism: str | None = None) -> Entry:
         """The plan of this call, from the analyst's plan cache (api/plan_cache.py) when asked before."""
-        return self._plans.lookup(analyst, plan_key(sql, epsilon, delta, ci, nonnegative), lambda: self._lowered(
-            sql, epsilon, delta, ci=ci, nonnegative=nonnegative, reader=analyst, deadline=deadline))
+        call = plan_key(sql, epsilon, delta, ci, nonnegative, mechanism)
+        return self._plans.lookup(analyst, call, lambda: self._lowered(
+            sql, epsilon, delta, ci=ci, nonnegative=nonnegative, reader=analyst, deadline=deadline,
+            mechanism=mechanism))
 
     def _seconds(self, seconds: float | None) -> float | None:
         """A call's deadline: its own seconds (checked, DP401), else the connection's (``limits.deadline``)."""
@@ -104,7 +105,7 @@ class PrivateConnection:
 
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
                  nonnegative: bool = True, noise_function: str | None = None, reader: str | None = None,
-                 deadline: float | None = None, **lowering) -> Plan | PublicPlan:
+                 deadline: float | None = None, mechanism: str | None = None, **lowering) -> Plan | PublicPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
         over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
         Its input is bounded first (frontend/size.py): planning is linear in it, so it is not
@@ -122,7 +123,8 @@ class PrivateConnection:
             self._check_lookups(scope.table, reader, deadline)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
-            plan = build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci, nonnegative=nonnegative)
+            plan = build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci, nonnegative=nonnegative,
+                              mechanism=mechanism)
             size.check_groups(plan.partitions, statement, sql, self.limits)
             return rewrite(plan, noise_function or self._noise_function, **lowering)
         except RecursionError:
@@ -150,18 +152,18 @@ class PrivateConnection:
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
-                analyst: str | None = None) -> Plan | PublicPlan:
+                analyst: str | None = None, mechanism: str | None = None) -> Plan | PublicPlan:
         """The Plan the query would run, with the rewritten SQL; spends nothing. ``deadline``: seconds
         for the engine's read planning may need (a joined public table's keys), DP425 past them.
 
         Example:
             >>> print(db.explain("SELECT sex, COUNT(*) FROM people GROUP BY sex"))  # doctest: +SKIP
         """
-        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline)).plan
+        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline), mechanism).plan
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
-            analyst: str | None = None, deadline: float | None = None) -> Result:
+            analyst: str | None = None, deadline: float | None = None, mechanism: str | None = None) -> Result:
         """Answer one aggregate query with differential privacy.
 
         The cost is recorded in the ledger before the query runs. An identical query already answered
@@ -175,6 +177,9 @@ class PrivateConnection:
             ci: add ``<col>_ci_low`` / ``<col>_ci_high`` at this confidence level around each noisy
                 value (exact for counts and sums, conservative for AVG; post-processing, free).
             nonnegative: release counts, and sums of non-negative values, clamped at 0 (default).
+            mechanism: the noise, ``"laplace"`` or ``"gaussian"`` (needs delta > 0); default: the
+                query's OPTIONS(mechanism = ...), else the policy's ``mechanism``, else what the
+                ledger's accountant composes best (mechanisms/base.py ``choose``).
             analyst: charge this analyst's budget (and the total) instead of the owner's; see ``analyst()``.
             deadline: seconds this call may hold the engine (default ``limits.deadline``: none), from
                 the start of its turn (turns go round robin between analysts); DuckDB is interrupted
@@ -191,7 +196,7 @@ class PrivateConnection:
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
         seconds = self._seconds(deadline)
-        planned = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, seconds)
+        planned = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism)
         # Bind, charge and run in one turn of the engine (shared fairly between analysts): once a
         # query is charged it runs at once, never waits behind another analyst's.
         with self._engine.turn(analyst, seconds) as clock:
@@ -307,14 +312,15 @@ class AnalystView:
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
-            deadline: float | None = None) -> Result:
+            deadline: float | None = None, mechanism: str | None = None) -> Result:
         return self._db.sql(sql, epsilon, delta, fresh=fresh, ci=ci, nonnegative=nonnegative, analyst=self.name,
-                            deadline=deadline)
+                            deadline=deadline, mechanism=mechanism)
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-                ci: float | None = None, nonnegative: bool = True, deadline: float | None = None) -> Plan | PublicPlan:
+                ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
+                mechanism: str | None = None) -> Plan | PublicPlan:
         return self._db.explain(sql, epsilon, delta, ci=ci, nonnegative=nonnegative, deadline=deadline,
-                                analyst=self.name)
+                                analyst=self.name, mechanism=mechanism)
 
     @property
     def budget(self) -> Budget:

@@ -35,6 +35,7 @@ from dpsql.cli.progress import spinner
 from dpsql.cli.render import render_budget
 from dpsql.cli.reporting import EXIT_FAILED, reporting_errors
 from dpsql.api.advice import plan_warnings
+from dpsql.mechanisms.base import OPTIONS as MECHANISM_OPTIONS
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
 from dpsql.policy.loading import load_policy
@@ -168,7 +169,11 @@ def main():
               help="Add <col>_ci_low/<col>_ci_high confidence intervals at this level, e.g. 0.95 (free).")
 @click.option("--raw-counts", is_flag=True, default=False,
               help="Release counts (and sums of non-negative values) without clamping them at 0.")
-def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh, ci, raw_counts, output_path):
+@click.option("--mechanism", "mechanism", type=click.Choice(sorted(MECHANISM_OPTIONS), case_sensitive=False),
+              default=None, help="The noise mechanism (one that is not pure needs --delta > 0); default: the query's "
+                                 "OPTIONS, else the policy's mechanism, else what the ledger's accountant composes best.")
+def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh, ci, raw_counts, output_path,
+          mechanism):
     """Answer SQL with differential privacy and print the noisy result.
 
     SQL is the query text, - to read it from stdin, or -f FILE. --db, --policy and --ledger default
@@ -187,11 +192,14 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
     """
     text = sql
     fmt = output_format(fmt, output_path)   # a usage error before anything is spent
+    chosen = {"mechanism": mechanism.lower()} if mechanism else {}
+    if chosen and server is not None:   # the server's API takes no mechanism yet
+        raise click.UsageError("--mechanism is not supported with --server yet: set the policy's mechanism")
     with spinner("running the query"):
         db = _connect(db_path, policy_path, ledger=ledger) if server is None else \
             remote_for(server, db_path=db_path, policy_path=policy_path, ledger=ledger)
         with reporting_errors(show_details=server is not None):   # a remote error holds no data
-            res = db.sql(text, epsilon=epsilon, delta=delta, fresh=fresh, ci=ci, nonnegative=not raw_counts)
+            res = db.sql(text, epsilon=epsilon, delta=delta, fresh=fresh, ci=ci, nonnegative=not raw_counts, **chosen)
     if getattr(res, "replayed", False) is True:
         click.echo("note: the same answer as an identical earlier query; no budget spent "
                    "(--fresh draws anew and pays)", err=True)

@@ -47,7 +47,7 @@ class Engine(Protocol):
         ...
 
     def register_noise(self, name: str, function: Callable[..., pa.Array]) -> None:
-        """A vectorised noise function f(exact BIGINT, scale numerator, log2 denominator) -> BIGINT."""
+        """A vectorised noise function f(exact BIGINT, mechanism code, a, b, c BIGINT) -> BIGINT."""
         ...
 
     def bind(self, sql: str) -> Any:

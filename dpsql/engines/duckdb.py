@@ -241,7 +241,7 @@ class DuckDBEngine:
 
     def register_noise(self, name: str, function: Callable[..., pa.Array]) -> None:
         # Registered after the lock-down: functions are not settings. side_effects: never folded or cached.
-        self.con.create_function(name, function, [BIGINT, BIGINT, BIGINT], BIGINT, type="arrow", side_effects=True)
+        self.con.create_function(name, function, [BIGINT] * 5, BIGINT, type="arrow", side_effects=True)
 
     def bind(self, sql: str) -> duckdb.DuckDBPyRelation:
         """Parse and bind before anything is spent. Parser and binder errors (a type mismatch, an

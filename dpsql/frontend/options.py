@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dpsql.mechanisms.base import OPTIONS as MECHANISM_OPTIONS
 from dpsql.policy.bounds import MAX_BOUND
 
 NUMERIC_OPTIONS = ("epsilon", "delta", "max_groups_contributed")
-OPTIONS = (*NUMERIC_OPTIONS, "privacy_unit_column")
+OPTIONS = (*NUMERIC_OPTIONS, "privacy_unit_column", "mechanism")
 BOUND_NAMES = {"contribution_bounds_per_group": "per_group", "contribution_bounds_per_row": "per_row"}
 
 
@@ -27,6 +28,7 @@ class QueryOptions:
     delta: float | None = None
     max_groups: int | None = None
     privacy_unit: str | None = None
+    mechanism: str | None = None    # an option name of mechanisms/base.py OPTIONS, checked
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ def literal_options(clause, refuse) -> dict:
                 raise refuse("DP308", "privacy_unit_column takes a column name", value)
             values[name] = value.name.lower()
             continue
+        if name == "mechanism":
+            values[name] = _mechanism(value, refuse)
+            continue
         values[name] = number(value)
         if values[name] is None:
             raise refuse("DP308", f"option {name} takes a finite number literal", value)
@@ -89,7 +94,18 @@ def query_options(select: exp.Select, refuse) -> QueryOptions:
         raise refuse("DP308", f"max_groups_contributed must be a whole number >= 1, got {groups}", clause)
     return QueryOptions(epsilon=values.get("epsilon"), delta=values.get("delta"),
                         max_groups=int(groups) if groups is not None else None,
-                        privacy_unit=values.get("privacy_unit_column"))
+                        privacy_unit=values.get("privacy_unit_column"), mechanism=values.get("mechanism"))
+
+
+def _mechanism(value: exp.Expression, refuse) -> str:
+    """mechanism = 'gaussian': a string literal naming a registered mechanism (DP308 otherwise)."""
+    known = ", ".join(repr(name) for name in sorted(MECHANISM_OPTIONS))
+    if not (isinstance(value, exp.Literal) and value.is_string):
+        raise refuse("DP308", "option mechanism takes a string literal", value,
+                     hint=f"write mechanism = 'name', a name among {known}")
+    if value.this.lower() not in MECHANISM_OPTIONS:
+        raise refuse("DP308", f"unknown mechanism {value.this!r}", value, hint=f"name one of {known}")
+    return value.this.lower()
 
 
 def aggregate_bounds(agg: exp.Expression, refuse) -> Bounds:

@@ -2,8 +2,9 @@
 combination, or the candidate groups of partition selection), its exact total saturated first."""
 from __future__ import annotations
 
-from fractions import Fraction
 from sqlglot import exp
+
+from dpsql.mechanisms.base import mechanism
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
 from dpsql.plan.quantities import QUANTITIES, Stage
@@ -13,7 +14,7 @@ from dpsql.lower.keys import keys_source
 
 
 # Exact aggregates are saturated at +-2**62 before the noise: the sum with any noise draw the sampler
-# makes (scale < 2**50) stays inside int64.
+# makes (scale < 2**50; a Gaussian's draws in its units below 2**56) stays inside int64.
 MAX_EXACT = 2 ** 62
 
 
@@ -23,16 +24,18 @@ def scalar_measurements(plan: Plan) -> list[Measurement]:
 
 
 def noise_call(m: Measurement, value: exp.Expression, function: str) -> exp.Expression:
-    """system.main.<function>(exact BIGINT, n, k): adds discrete Laplace with scale n / 2**k grid steps.
+    """system.main.<function>(exact BIGINT, code, a, b, c): the released value, the noise of the
+    mechanism of that ``code`` added with its own three integer arguments (``Mechanism.arguments``:
+    a Laplace scale n / 2**k, a Gaussian sigma and its units), dispatched in mechanisms/base.py ``noise``.
 
     Called fully qualified: a TEMP MACRO of the same bare name would otherwise shadow it.
     """
-    scale = Fraction(m.scale)
-    k = scale.denominator.bit_length() - 1
+    chosen = mechanism(m.mechanism)
     # Saturated before the cast: a total beyond BIGINT (huge per-unit bounds times many units) would
     # otherwise fail the query exactly when enough units match.
     exact = cast(saturate(value, MAX_EXACT, nullable=False), "BIGINT")   # value: COALESCE(total, 0)
-    call = exp.Anonymous(this=function, expressions=[exact, num(scale.numerator), num(k)])
+    arguments = [num(chosen.code), *(num(a) for a in chosen.arguments(m.release))]
+    call = exp.Anonymous(this=function, expressions=[exact, *arguments])
     qualifier = exp.Dot(this=exp.to_identifier("system"), expression=exp.to_identifier("main"))
     return exp.Dot(this=qualifier, expression=call)
 

@@ -42,6 +42,7 @@ class Mechanism(Protocol):
     option: str    # how a query, the API, the CLI and the policy ask for it
     measure: str   # PURE, ZCDP or APPROXIMATE: the measure its loss is native in
     code: int      # the engine's noise function dispatches on it
+    scale_name: str   # what explain calls its scale (a Laplace scale, a Gaussian sigma)
 
     def split(self, epsilon: float, delta: float, sensitivities: Sequence[Sensitivity],
               selecting: bool) -> tuple[list[Loss], float]:

@@ -287,37 +287,6 @@ def discrete_laplace_pmf(scale: float, x: np.ndarray) -> np.ndarray:
     return -math.expm1(-1.0 / t) / (1.0 + q) * np.exp(-x / t)
 
 
-class NoiseBuffer:
-    """Discrete Laplace draws made in growing batches and handed out once each.
-
-    DuckDB calls the noise UDF once per vector of at most 2048 output groups; the rejection rounds
-    of ``discrete_laplace`` cost about 0.65 s per million draws at that size, 0.25 s in one batch.
-    Batches per scale double from 2048 up to ``MAX_BATCH``, so a small query wastes little and a
-    million groups are drawn in a few batches. No draw is ever handed out twice; ``clear`` (at the
-    start of every query) drops what is left, so nothing carries from one query to the next.
-    """
-    MIN_BATCH = 2048
-    MAX_BATCH = 1 << 20
-
-    def __init__(self):
-        self._left: dict[Fraction, np.ndarray] = {}
-        self._batch: dict[Fraction, int] = {}
-
-    def clear(self) -> None:
-        self._left.clear()
-        self._batch.clear()
-
-    def take(self, source: RandomSource, scale: float, size: int) -> np.ndarray:
-        t = dyadic_scale(scale)
-        left = self._left.get(t, np.zeros(0, dtype=np.int64))
-        if left.size < size:
-            batch = min(self._batch.get(t, self.MIN_BATCH // 2) * 2, self.MAX_BATCH)
-            self._batch[t] = batch
-            left = np.concatenate([left, discrete_laplace(source, scale, max(batch, size - left.size))])
-        self._left[t] = left[size:]
-        return left[:size]
-
-
 def selection_threshold(scale: float, max_groups: int, delta: float) -> int:
     """tau for DP partition selection: release a group iff its noisy unit count is >= tau.
 

@@ -83,6 +83,7 @@ class DiscreteGaussian:
     name = "discrete Gaussian"
     option = "gaussian"
     measure = ZCDP
+    scale_name = "sigma"   # what explain calls its scale
     code = 2
 
     # --- calibration: the privacy map, inverted -------------------------------------------------------

@@ -29,6 +29,7 @@ class DiscreteLaplace:
     name = "discrete Laplace"
     option = "laplace"
     measure = PURE
+    scale_name = "scale"   # what explain calls its scale
     code = 1
 
     # --- calibration: the privacy map, inverted -------------------------------------------------------

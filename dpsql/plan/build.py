@@ -7,8 +7,8 @@ with its sensitivity and share of epsilon, partition selection, and HAVING/ORDER
 >>> p = load_policy({"budget": {"epsilon": 1}, "tables": {"t": {"privacy_unit": "row", "columns": {"x": {"lower": 0, "upper": 10}}}}})
 >>> sql = "SELECT COUNT(*) AS n, AVG(x) FROM t"
 >>> q = parse(sql); plan = build_plan(q, validate(q, sql, p), epsilon=1.0, delta=0.0)
->>> [(m.kind.value, m.epsilon) for m in plan.measurements]
-[('count', 0.3333333333333333), ('sum', 0.3333333333333333), ('count_col', 0.3333333333333333)]
+>>> [(m.kind.value, m.epsilon, m.mechanism) for m in plan.measurements]
+[('count', 0.3333333333333333, 'discrete Laplace'), ('sum', 0.3333333333333333, 'discrete Laplace'), ('count_col', 0.3333333333333333, 'discrete Laplace')]
 """
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ from sqlglot import exp
 from dpsql.errors import InvalidParameter, PrivacyViolation
 from dpsql.policy.model import TablePolicy
 from dpsql.frontend.options import aggregate_bounds
-from dpsql.mechanisms.base import DISCRETE_LAPLACE, mechanism
-from dpsql.mechanisms.losses import Loss
+from dpsql.mechanisms.base import OPTIONS, Mechanism, choose, mechanism
+from dpsql.mechanisms.losses import PURE, Loss
 from dpsql.mechanisms.releases import Sensitivity
 from dpsql.frontend.relation import conjuncts
 from dpsql.frontend.scope import AGGREGATES as AGGREGATE_NODES, Scope, argument_bounds, columns_in, group_keys, key_position, name_of, quantile_of
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import GroupKey, KeyColumn, Measurement, Output, Selection
-from dpsql.plan.allocation import check_budget_parameters, share
+from dpsql.plan.allocation import check_budget_parameters
 from dpsql.plan.aggregates import AGGREGATES, Sharing, signature
 from dpsql.plan.quantities import QUANTITIES, Need
 from dpsql.plan.kinds import OutputKind, Quantity
@@ -38,24 +38,24 @@ def slot_names(outputs: list) -> set[str]:
     return {f"o{i}" for i in range(len(outputs))}
 
 
-def _calibration(need: Need, L: int, C: int, table: TablePolicy) -> tuple[float, int]:
-    """(grid step, sensitivity in steps) of one noisy quantity: plan/sensitivity.py proves each bound."""
+def _calibration(need: Need, L: int, C: int, table: TablePolicy) -> tuple[float, Sensitivity]:
+    """(grid step, (L0, Linf) in steps) of one noisy quantity: plan/sensitivity.py proves each bound."""
     return QUANTITIES[need.kind].calibrate(need, L, C, table)
 
 
-def _measurement(name: str, need: Need, L: int, C: int, epsilon: float, table: TablePolicy) -> Measurement:
-    g, sens = _calibration(need, L, C, table)
-    if epsilon <= 0:
+def _measurement(name: str, need: Need, g: float, sens: Sensitivity, loss: Loss, chosen: Mechanism) -> Measurement:
+    """The measurement of one quantity, its noise the smallest scale ``chosen`` proves within ``loss``."""
+    if not (loss.epsilon > 0 or loss.rho > 0):
         raise InvalidParameter("DP401", "epsilon is too small to share between this query's aggregates")
     try:
-        scale = float(DISCRETE_LAPLACE.calibrate(Sensitivity(1, sens), Loss.pure(epsilon)))
+        scale = chosen.calibrate(sens, loss)
     except (ValueError, OverflowError, ZeroDivisionError):
-        raise InvalidParameter("DP401", f"epsilon {epsilon:g} is too small: the noise would exceed what the "
+        raise InvalidParameter("DP401", f"the budget share {loss} is too small: the noise would exceed what the "
                                "sampler supports (scale < 2**50)") from None
     return Measurement(name=name, kind=need.kind, column=need.column, lower=need.lower, upper=need.upper,
-                       granularity=g, sensitivity=sens, epsilon=epsilon, scale=scale, bounding=need.bounding,
-                       row_lower=need.row_lower, row_upper=need.row_upper, argument=need.argument,
-                       offset=need.offset, moment=need.moment)
+                       granularity=g, sensitivity=sens, loss=loss, scale=scale, mechanism=chosen.name,
+                       bounding=need.bounding, row_lower=need.row_lower, row_upper=need.row_upper,
+                       argument=need.argument, offset=need.offset, moment=need.moment)
 
 
 class _Outputs:
@@ -167,9 +167,10 @@ def _unique_names(outputs: list[Output]) -> list[Output]:
     return result
 
 
-def _measurements(outputs: list[Output], L: int, C: int, epsilon: float, selecting: bool,
-                  table: TablePolicy) -> tuple[list[Measurement], list[Output]]:
-    """One measurement per distinct noisy quantity; epsilon split equally (sequential composition).
+def _measurements(outputs: list[Output], L: int, C: int, budget: tuple[float, float], selecting: bool,
+                  table: TablePolicy, chosen: Mechanism) -> tuple[list[Measurement], list[Output], float]:
+    """One measurement per distinct noisy quantity, and partition selection's delta: the mechanism
+    splits the query's (epsilon, delta) over them (``Mechanism.split``: composed, they meet it).
 
     Partition selection adds the noisy unit count, shared with COUNT(DISTINCT unit) if asked for;
     an aggregate may reuse what others measure anyway (``Sharing``: its spec says how).
@@ -187,16 +188,38 @@ def _measurements(outputs: list[Output], L: int, C: int, epsilon: float, selecti
     if not needed:
         raise InvalidParameter("DP301", "the query releases no aggregate", rule="releases_an_aggregate")
     names = {need: f"m{i}" for i, need in enumerate(needed)}
-    measurements = [_measurement(names[need], need, L, C, share(epsilon, len(needed)), table) for need in needed]
+    calibrations = [_calibration(need, L, C, table) for need in needed]
+    losses, selection_delta = chosen.split(*budget, [s for _, s in calibrations], selecting)
+    measurements = [_measurement(names[need], need, g, sens, loss, chosen)
+                    for need, (g, sens), loss in zip(needed, calibrations, losses)]
     outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs_of(o))})
                if o.kind.aggregate else o for o in outputs]
-    return measurements, outputs
+    return measurements, outputs, selection_delta
+
+
+def _mechanism(scope: Scope, asked: str | None, delta: float) -> Mechanism:
+    """The one rule (mechanisms/base.py ``choose``): the query's option (the caller's or its OPTIONS:
+    two different ones conflict), else the policy's default, else what its accountant composes best."""
+    query = scope.options.mechanism
+    if asked is not None and not isinstance(asked, str):
+        raise InvalidParameter("DP401", f"mechanism must be a mechanism's name, got {asked!r}",
+                               hint=f"ask for one of {', '.join(sorted(OPTIONS))}")
+    if asked is not None and query is not None and asked.lower() != query.lower():
+        raise InvalidParameter("DP401", f"mechanism is given twice: {asked!r} by the caller and {query!r} in OPTIONS")
+    try:
+        return choose(asked or query, scope.policy.default_mechanism, getattr(scope.policy, "accountant", None),
+                      delta)
+    except KeyError:
+        raise InvalidParameter("DP401", f"unknown mechanism {asked or query!r}",
+                               hint=f"ask for one of {', '.join(sorted(OPTIONS))}") from None
 
 
 def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float,
-               confidence: float | None = None, nonnegative: bool = True) -> Plan:
-    """Plan a validated query: outputs, measurements with sensitivities and noise, post-processing."""
+               confidence: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> Plan:
+    """Plan a validated query: outputs, measurements with sensitivities and noise, post-processing.
+    ``mechanism``: the caller's choice (an option name in mechanisms/base.py ``OPTIONS``)."""
     epsilon, delta = check_budget_parameters(epsilon, delta)
+    chosen = _mechanism(scope, mechanism, delta)
     _check_release_options(confidence, nonnegative)
     table = scope.table
     specs = group_keys(select, scope)
@@ -211,15 +234,15 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     private = [(spec, c) for spec, key in zip(specs, keys) if not key.public for c in key.columns if c.keys is None]
     if private and delta == 0:
         _refuse_private(scope, *private[0])
-    measurements, outputs = _measurements(_unique_names(collected.items), L, C, epsilon, selecting=bool(private),
-                                          table=table)
-    selection = _selection(measurements, L, delta) if private else None
+    measurements, outputs, selection_delta = _measurements(_unique_names(collected.items), L, C, (epsilon, delta),
+                                                           bool(private), table, chosen)
+    selection = _selection(measurements, L, selection_delta) if private else None
     where = select.args.get("where")
     limit, offset = (int(select.args[k].expression.this) if select.args.get(k) else None for k in ("limit", "offset"))
     return Plan(sql=scope.sql, table=table, where=where.this.copy() if where is not None else None,
                 group_keys=tuple(keys), measurements=tuple(measurements), outputs=tuple(outputs),
                 having=having, order=tuple(order), limit=limit, offset=offset,
-                epsilon=epsilon, delta=delta if selection else 0.0, max_groups_option=scope.options.max_groups,
+                epsilon=epsilon, delta=delta if selection or chosen.measure != PURE else 0.0, max_groups_option=scope.options.max_groups,
                 selection=selection, confidence=confidence, nonnegative=nonnegative)
 
 
@@ -290,4 +313,4 @@ def _selection(measurements: list[Measurement], L: int, delta: float) -> Selecti
         threshold = mechanism(units.mechanism).selection_threshold(units.release, L, delta)
     except (ValueError, OverflowError):
         raise InvalidParameter("DP401", f"delta {delta:g} is too small for partition selection") from None
-    return Selection(measurement=units.name, epsilon=units.epsilon, delta=delta, threshold=threshold)
+    return Selection(measurement=units.name, loss=units.loss, delta=delta, threshold=threshold)

@@ -10,7 +10,7 @@ rewritten SQL.
 >>> q = parse("SELECT COUNT(*) FROM t")
 >>> plan = build_plan(q, validate(q, "SELECT COUNT(*) FROM t", p), epsilon=1, delta=0)
 >>> measurement_lines(plan.measurements[0])[:2]
-['  m0  COUNT(*)', '      sensitivity 1']
+['  m0  COUNT(*)', '      sensitivity 1 (L1), 1 (L2): a unit moves <= 1 partition(s), each by <= 1']
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import dataclasses
 import math
 from typing import Callable
 
+from dpsql.mechanisms.base import mechanism
 from dpsql.plan.aggregates import AGGREGATES
 from dpsql.plan.kinds import OutputKind
 from dpsql.plan.parts import GroupKey, Measurement, Output
@@ -26,17 +27,18 @@ from dpsql.plan.text import CONFIDENCE, fmt
 
 
 def measurement_lines(m: Measurement) -> list[str]:
-    g, spec = m.granularity, QUANTITIES[m.kind]
-    lines = [f"  {m.name}  {m.label}", *spec.details(m)]
-    lines += [
-        f"      sensitivity {fmt(m.sensitivity * g)}  ({m.sensitivity} grid steps)" if g != 1
-        else f"      sensitivity {m.sensitivity}",
+    g, spec, s = m.granularity, QUANTITIES[m.kind], m.sensitivity
+    l2 = math.sqrt(s.l2_squared)
+    steps = f" ({s.per_partition} grid steps)" if g != 1 else ""
+    return [
+        f"  {m.name}  {m.label}", *spec.details(m),
+        f"      sensitivity {fmt(float(s.l1) * g)} (L1), {fmt(l2 * g)} (L2): a unit moves <= {s.partitions} "
+        f"partition(s), each by <= {fmt(float(s.per_partition) * g)}{steps}",
         f"      mechanism {m.mechanism}" + (" on the grid" if g != 1 else " (integer)"),
-        f"      epsilon {m.epsilon:.6g}, noise scale {fmt(m.scale * g)}"
-        + (f" (std dev {fmt(math.sqrt(2) * m.scale * g)})" if m.scale else ""),
+        f"      {m.loss}, noise {mechanism(m.mechanism).scale_name} {fmt(float(m.scale) * g)}"
+        + (f" (std dev {fmt(m.std_dev)})" if m.scale else ""),
         f"      {int(CONFIDENCE * 100)}% of {spec.noised} within +-{fmt(m.error)} of the bounded exact value",
     ]
-    return lines
 
 
 def key_description(k: GroupKey) -> str:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from fractions import Fraction
 from functools import cached_property
 
 import sqlglot
 from sqlglot import exp
 
-from dpsql.mechanisms.releases import Release, Sensitivity
+from dpsql.mechanisms.losses import compose
+from dpsql.mechanisms.releases import Release
 from dpsql.plan.explain import key_description, measurement_lines, output_line
 from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
 from dpsql.policy.model import TablePolicy
@@ -72,14 +72,10 @@ class Plan:
 
     def releases(self) -> tuple[Release, ...]:
         """What this plan releases, in each mechanism's own terms (mechanisms/releases.py): one release
-        per measurement, and partition selection's delta as an (0, delta) guarantee beside the noisy
-        unit count it thresholds (the count's own release carries its epsilon). What the ledger stores
-        and an accountant composes.
-
-        A measurement states only its L1 sensitivity so far: as one partition moved by L1, which is
-        what discrete Laplace's map reads (issue 22 gives measurements their L0 and Linf)."""
-        found = tuple(Release(m.mechanism, Sensitivity(1, Fraction(m.sensitivity)), Fraction(m.scale))
-                      for m in self.measurements)
+        per measurement, with its (L0, Linf) sensitivity, mechanism and scale, and partition
+        selection's delta as an (0, delta) guarantee beside the noisy unit count it thresholds (the
+        count's own release carries its loss). What the ledger stores and an accountant composes."""
+        found = tuple(m.release for m in self.measurements)
         if self.selection is not None and self.selection.delta > 0:
             found += (Release.approximate(0, self.selection.delta),)
         return found
@@ -117,7 +113,7 @@ def _explain(plan: Plan) -> str:
             s = plan.selection
             lines.append(f"groups: {keys}")
             lines.append(f"partition selection: a group is released iff its noisy unit count {s.measurement} >= "
-                         f"tau = {s.threshold} (epsilon_sel {s.epsilon:.4g}, delta {s.delta:g}: a group held by "
+                         f"tau = {s.threshold} (epsilon_sel: {s.loss}; delta {s.delta:g}: a group held by "
                          f"one unit appears with probability <= delta / L)")
     lines.append(f"budget: epsilon {plan.epsilon:.6g}, delta {plan.delta:g}")
     lines.append("measurements:")
@@ -127,14 +123,14 @@ def _explain(plan: Plan) -> str:
     lines += [output_line(o, plan.group_keys, plan.measurement) for o in plan.outputs]
     n = len(plan.measurements)
     lines.append("composition:")
-    lines.append(f"  sequential over {n} measurement(s): epsilon "
-                 + " + ".join(f"{m.epsilon:.4g}" for m in plan.measurements) + f" = {plan.epsilon:.6g}")
+    lines.append(f"  sequential over {n} measurement(s): " + " + ".join(str(m.loss) for m in plan.measurements)
+                 + _composed(plan))
     if plan.group_keys:
         count = plan.partitions if plan.partitions is not None else "the selected"
         lines.append(f"  parallel over {count} partition(s), each unit in <= {plan.max_groups}: "
                      f"charged once (sensitivity carries the factor L = {plan.max_groups})")
     if plan.selection is not None:
-        lines.append(f"  delta {plan.delta:g} spent by partition selection")
+        lines.append(f"  delta {plan.selection.delta:g} spent by partition selection")
     if plan.having is not None or plan.order or plan.limit is not None:
         lines.append("  HAVING / ORDER BY / LIMIT run on released values only")
     if plan.rewritten_sql:
@@ -142,3 +138,11 @@ def _explain(plan: Plan) -> str:
         pretty = sqlglot.transpile(plan.rewritten_sql, read="duckdb", write="duckdb", pretty=True)[0]
         lines += ["  " + line for line in pretty.splitlines()]
     return "\n".join(lines)
+
+
+def _composed(plan: Plan) -> str:
+    """What the measurements' losses compose to within the query (mechanisms/losses.py compose), at
+    the delta the noise was given (the query's, less partition selection's)."""
+    noise_delta = plan.delta - (plan.selection.delta if plan.selection is not None else 0.0)
+    epsilon, delta = compose([m.loss for m in plan.measurements], noise_delta)
+    return f" = epsilon {epsilon:.6g}" + (f", delta {delta:g}" if delta else "")

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from sqlglot import exp
 
 from dpsql.errors import InternalError
 from dpsql.frontend.derived import DerivedKeys
 from dpsql.mechanisms.base import MECHANISMS, mechanism
-from dpsql.mechanisms.losses import Loss
+from dpsql.mechanisms.losses import ZCDP, Loss
 from dpsql.mechanisms.releases import Release, Sensitivity
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
 from dpsql.plan.quantities import QUANTITIES
@@ -22,9 +23,11 @@ from dpsql.plan.text import CONFIDENCE
 
 @dataclass(frozen=True)
 class Measurement:
-    """One noisy quantity: an exact integer aggregate plus discrete Laplace noise on a grid.
+    """One noisy quantity: an exact integer aggregate plus its mechanism's noise on a grid.
 
-    ``sensitivity`` and ``scale`` are in grid steps; multiply by ``granularity`` for output units.
+    ``sensitivity`` (L0 partitions, Linf per partition) and ``scale`` (a discrete Laplace scale, a
+    discrete Gaussian sigma) are in grid steps; multiply by ``granularity`` for output units. ``loss``
+    is the share of the query's budget it was calibrated to, in its mechanism's measure.
     """
     name: str
     kind: Quantity
@@ -32,16 +35,16 @@ class Measurement:
     lower: float | None           # clamp bounds of what is summed: a row's value ("rows"),
     upper: float | None           # a unit's total or mean in one partition ("unit_total", "unit_mean")
     granularity: float
-    sensitivity: int
-    epsilon: float
-    scale: float                  # the dyadic noise scale actually used, >= sensitivity / epsilon
+    sensitivity: Sensitivity
+    loss: Loss
+    scale: Fraction               # the smallest safe scale on the mechanism's grid for that loss
+    mechanism: str                # a name in mechanisms/base.py MECHANISMS
     bounding: Bounding = Bounding.ROWS
     row_lower: float | None = None  # optional per-row clamp before a per-unit aggregate
     row_upper: float | None = None
     argument: exp.Expression | None = None   # what is counted or summed per row (columns clamped)
     offset: float | None = None              # centred: sums (x - offset) ** moment
     moment: int = 1
-    mechanism: str = "discrete Laplace"
 
     def __post_init__(self):
         try:   # the enums, from their values too
@@ -49,9 +52,21 @@ class Measurement:
             object.__setattr__(self, "bounding", Bounding(self.bounding))
         except ValueError:
             raise InternalError("DP999", f"unknown measurement kind {self.kind!r}: this is probably a bug") from None
-        if self.mechanism not in MECHANISMS or not mechanism(self.mechanism).covers(
-                self.release, Loss.pure(self.epsilon)):
+        object.__setattr__(self, "scale", Fraction(self.scale))
+        # The privacy argument, checked on every plan: the mechanism's own map says this release is
+        # within the loss it was given.
+        if self.mechanism not in MECHANISMS or not mechanism(self.mechanism).covers(self.release, self.loss):
             raise InternalError("DP999", f"measurement {self.name} is under-noised: this is probably a bug")
+
+    @property
+    def release(self) -> Release:
+        """What it releases, in its mechanism's own terms (what the ledger stores)."""
+        return Release(self.mechanism, self.sensitivity, self.scale)
+
+    @property
+    def epsilon(self) -> float:
+        """The epsilon of its loss (pure or approximate); NaN for a zCDP loss, which has none alone."""
+        return math.nan if self.loss.measure == ZCDP else float(self.loss.epsilon)
 
     @property
     def error(self) -> float:
@@ -59,9 +74,9 @@ class Measurement:
         return mechanism(self.mechanism).error_bound(self.release, CONFIDENCE) * self.granularity
 
     @property
-    def release(self) -> Release:
-        """What it releases, in its mechanism's terms (one partition moved by its L1, for now)."""
-        return Release(self.mechanism, Sensitivity(1, self.sensitivity), self.scale)
+    def std_dev(self) -> float:
+        """The standard deviation of its noise, in output units (the mechanism's variance)."""
+        return math.sqrt(mechanism(self.mechanism).variance(self.release)) * self.granularity
 
     @property
     def label(self) -> str:
@@ -128,8 +143,9 @@ class GroupKey:
 
 @dataclass(frozen=True)
 class Selection:
-    """DP partition selection: a group is released iff its noisy unit count is >= threshold."""
+    """DP partition selection: a group is released iff its noisy unit count is >= threshold; a group
+    held by one unit passes with probability <= delta / L (the threshold's delta, accounted)."""
     measurement: str
     threshold: int
-    epsilon: float
+    loss: Loss          # the noisy unit count's own loss
     delta: float

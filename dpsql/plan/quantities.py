@@ -5,8 +5,8 @@ unit's bounded contribution to one partition, the exact per-partition total, and
 it. Planning and lowering look a quantity up here (``QUANTITIES``) instead of comparing kinds;
 docs/architecture.md says how to add one.
 
->>> QUANTITIES[Quantity.COUNT].calibrate(Need(Quantity.COUNT, None), 2, 3, None)
-(1.0, 6)
+>>> g, s = QUANTITIES[Quantity.COUNT].calibrate(Need(Quantity.COUNT, None), 2, 3, None); g, s.partitions, s.l1
+(1.0, 2, Fraction(6, 1))
 >>> QUANTITIES[Quantity.SUM].stage.value, QUANTITIES[Quantity.QUANTILE].stage.value
 ('state', 'tree')
 """
@@ -21,6 +21,7 @@ from sqlglot import exp
 from dpsql.sql.build import case_when, col, num
 from dpsql.plan.exact import Columns, Reading, capped, declared_key, leaf_index, summed_row, unit_sum, with_value
 from dpsql.plan.kinds import Bounding, Quantity
+from dpsql.mechanisms.releases import Sensitivity
 from dpsql.plan.sensitivity import (TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES, count_sensitivity, distinct_sensitivity,
                                     granularity, grid_bound, quantile_tree_sensitivity, sum_sensitivity,
                                     unit_total_sensitivity)
@@ -55,7 +56,7 @@ class QuantitySpec:
     (or, for ``calibrate``, the Need it is made from); SQL builders get the columns lowering names."""
     kind: Quantity
     label: Callable[[Any], str]                                   # how explain and the ledger name it
-    calibrate: Callable[[Need, int, int, Any], tuple[float, int]]   # (grid step, sensitivity in steps) from L, C, table
+    calibrate: Callable[[Need, int, int, Any], tuple[float, Sensitivity]]   # (grid step, (L0, Linf) in steps) from L, C, table
     exact: Callable[[Any, Columns], exp.Expression] | None        # its per-partition total at row level (__agg)
     unit: Callable[[Any, int, Columns], exp.Expression] | None = None   # a unit's contribution, bounded (__units)
     stage: Stage = Stage.STATE
@@ -67,7 +68,7 @@ class QuantitySpec:
     noised: str = "answers"                                         # what its noise is added to (explain)
 
 
-def _counted(need: Need, L: int, C: int, table) -> tuple[float, int]:
+def _counted(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
     """Rows counted: L*C (sensitivity.count_sensitivity); with per-group bounds (GoogleSQL) each unit's
     count in a partition is clamped into them: L*B (unit_total_sensitivity)."""
     if need.bounding == Bounding.UNIT_TOTAL:
@@ -75,21 +76,21 @@ def _counted(need: Need, L: int, C: int, table) -> tuple[float, int]:
     return 1.0, count_sensitivity(L, C)
 
 
-def _units(need: Need, L: int, C: int, table) -> tuple[float, int]:
+def _units(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
     return 1.0, count_sensitivity(L, 1)   # one unit counts once in each of <= L partitions
 
 
-def _summed(need: Need, L: int, C: int, table) -> tuple[float, int]:
+def _summed(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
     g = granularity(need.lower, need.upper)
     bound = grid_bound(need.lower, need.upper, g)
     return g, sum_sensitivity(L, C, bound) if need.bounding == Bounding.ROWS else unit_total_sensitivity(L, bound)
 
 
-def _distinct(need: Need, L: int, C: int, table) -> tuple[float, int]:
+def _distinct(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
     return 1.0, distinct_sensitivity(L, C, len(table.columns[need.column].keys))
 
 
-def _tree(need: Need, L: int, C: int, table) -> tuple[float, int]:
+def _tree(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
     return 1.0, quantile_tree_sensitivity(L, C)
 
 

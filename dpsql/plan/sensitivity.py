@@ -3,17 +3,22 @@
 Neighbouring databases differ by one privacy unit (a row, or every row of one person), added or
 removed. Contribution bounding in the rewrite guarantees that a unit reaches at most L partitions
 and, within each, adds at most C to a count and at most C*B to a quantised sum, where B bounds one
-clamped, quantised value. Sums are computed exactly on an integer grid of step ``g`` (a power of
-two), so these bounds hold for the numbers DuckDB actually adds up, not only for real numbers.
+clamped, quantised value. Each bound is stated as (L0, Linf) (mechanisms/releases.py Sensitivity):
+the partitions a unit touches and how far it moves each; a mechanism derives its L1 or L2 norm.
+Sums are computed exactly on an integer grid of step ``g`` (a power of two), so these bounds hold
+for the numbers DuckDB actually adds up, not only for real numbers.
 
 >>> g = granularity(0.0, 120.0); g, grid_bound(0.0, 120.0, g)
 (6.103515625e-05, 1966080)
 >>> count_sensitivity(max_groups=2, max_rows=3)
-6
+Sensitivity(partitions=2, per_partition=Fraction(3, 1), l1=Fraction(6, 1), l2_squared=Fraction(18, 1))
 """
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+
+from dpsql.mechanisms.releases import Sensitivity
 
 # Values are quantised to about 2**-GRID_BITS of the bound's magnitude: far below the noise, and it
 # keeps every quantised value < 2**(GRID_BITS + 1), so sums of up to 2**41 rows fit in BIGINT.
@@ -39,28 +44,29 @@ def grid_bound(lower: float, upper: float, g: float) -> int:
     return int(math.ceil(max(abs(lower), abs(upper)) / g))
 
 
-def count_sensitivity(max_groups: int, max_rows: int) -> int:
-    """COUNT(*), COUNT(col), COUNT_IF(cond): one unit adds <= C rows to each of <= L partitions (its count
-    is capped at C, plan/exact.py capped). Row level: L = C = 1."""
-    return max_groups * max_rows
+def count_sensitivity(max_groups: int, max_rows: int) -> Sensitivity:
+    """COUNT(*), COUNT(col), COUNT_IF(cond): one unit adds <= C rows (its count is capped at C,
+    plan/exact.py capped) to each of <= L partitions: L0 = L, Linf = C. Row level: L = C = 1."""
+    return Sensitivity(max_groups, Fraction(max_rows))
 
 
-def sum_sensitivity(max_groups: int, max_rows: int, bound: int) -> int:
+def sum_sensitivity(max_groups: int, max_rows: int, bound: int) -> Sensitivity:
     """SUM on the grid: one unit adds, per partition, a value in [-C*B, C*B] (per-unit sums are
-    clamped to C rows' worth, see plan/exact.py bounded_unit_sum), to <= L partitions: L*C*B grid steps."""
-    return max_groups * max_rows * bound
+    clamped to C rows' worth, see plan/exact.py bounded_unit_sum), to <= L partitions: L0 = L,
+    Linf = C*B grid steps."""
+    return Sensitivity(max_groups, Fraction(max_rows * bound))
 
 
-def unit_total_sensitivity(max_groups: int, bound: int) -> int:
+def unit_total_sensitivity(max_groups: int, bound: int) -> Sensitivity:
     """A per-unit aggregate clamped per partition (GoogleSQL contribution_bounds_per_group): one unit
     adds one value in [-B, B] grid steps to each of <= L partitions, whatever its number of rows."""
-    return max_groups * bound
+    return Sensitivity(max_groups, Fraction(bound))
 
 
-def distinct_sensitivity(max_groups: int, max_rows: int, keys: int) -> int:
+def distinct_sensitivity(max_groups: int, max_rows: int, keys: int) -> Sensitivity:
     """COUNT(DISTINCT col) over a public key set: a unit keeps at most C of its values per partition
     (and no value outside the keys), so it adds at most min(C, |keys|) new values to each of <= L."""
-    return max_groups * min(max_rows, keys)
+    return Sensitivity(max_groups, Fraction(min(max_rows, keys)))
 
 
 # The quantile tree (Hay et al. 2010 hierarchical histogram, as in Google's QuantileTree): branching
@@ -70,17 +76,18 @@ TREE_DEPTH = 4
 TREE_LEAVES = TREE_BRANCHING ** TREE_DEPTH
 
 
-def quantile_tree_sensitivity(max_groups: int, max_rows: int, depth: int = TREE_DEPTH) -> int:
-    """L1 sensitivity of the quantile tree's node counts: D*L*C.
+def quantile_tree_sensitivity(max_groups: int, max_rows: int, depth: int = TREE_DEPTH) -> Sensitivity:
+    """The quantile tree's node counts: L0 = D*L*C, Linf = C, L1 = D*L*C, L2^2 = D*L*C^2.
 
     A row lies in exactly one node per level, so it adds 1 to D counts of its partition's tree. A unit
     keeps at most C values per partition (rewrite: evenly spaced ranks of its own sorted values) in
-    at most L partitions, so adding or removing it moves the counts of all trees by at most D*C*L in
-    total (row level: D). The per-level histograms are counts, so this holds exactly in integers.
+    at most L partitions: per level and partition its moves are >= 0 and add up to <= C, so at most C
+    nodes move (L0 = D*L*C), none by more than C (Linf), by D*L*C in total (L1), and their squares add
+    up to at most C^2 per level and partition (a sum of squares of terms >= 0 with sum C is largest
+    with one term): D*L*C^2, tighter than L0 * Linf^2. The counts are integers, so this holds exactly.
 
-    >>> quantile_tree_sensitivity(2, 3)
-    24
+    >>> s = quantile_tree_sensitivity(2, 3); s.partitions, s.per_partition, s.l1, s.l2_squared
+    (24, Fraction(3, 1), Fraction(24, 1), Fraction(72, 1))
     """
-    return depth * max_groups * max_rows
-
-
+    nodes = depth * max_groups * max_rows
+    return Sensitivity(nodes, Fraction(max_rows), Fraction(nodes), Fraction(depth * max_groups * max_rows ** 2))

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import yaml
 
 from dpsql.errors import PolicyError
+from dpsql.mechanisms.base import OPTIONS
 from dpsql.policy.bounds import MAX_BOUND, MAX_KEY_RANGE
 from dpsql.policy.links import Declared, parse_link, resolve_links
 from dpsql.policy.model import ROW, ColumnPolicy, Link, Policy, TablePolicy, invalid as _fail
@@ -248,7 +249,7 @@ def load_policy(source: str | Path | Mapping) -> Policy:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise PolicyError("DP501", f"policy file {source} is not valid YAML: {e}") from None
-    raw = _mapping(raw, "", {"version", "budget", "default_epsilon", "default_delta", "tables"})
+    raw = _mapping(raw, "", {"version", "budget", "default_epsilon", "default_delta", "mechanism", "tables"})
     version = raw.get("version", 1)
     if version != 1:
         raise _fail("version", "must be 1")
@@ -267,4 +268,15 @@ def load_policy(source: str | Path | Mapping) -> Policy:
     if not isinstance(source, Mapping):
         tables = rebase_sources(tables, Path(source).parent)   # sources beside the policy file
     return Policy(budget_epsilon=total_eps, budget_delta=total_delta, default_epsilon=default_eps,
-                  default_delta=default_delta, tables=tables, version=version)
+                  default_delta=default_delta, tables=tables, version=version,
+                  default_mechanism=_mechanism(raw.get("mechanism")))
+
+
+def _mechanism(value: Any) -> str | None:
+    """The policy's default mechanism for queries (``mechanism: gaussian``), checked against the
+    registry here, so planning never meets an unknown name."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.lower() not in OPTIONS:
+        raise _fail("mechanism", f"must be one of {', '.join(sorted(OPTIONS))}, got {value!r}")
+    return value.lower()

@@ -162,6 +162,7 @@ class Policy:
     default_delta: float
     tables: Mapping[str, TablePolicy]
     version: int = 1
+    default_mechanism: str | None = None   # a query's mechanism when it names none (mechanisms/base.py OPTIONS)
 
     @property
     def links(self) -> tuple[Link, ...]:

@@ -222,7 +222,7 @@ def test_group_by_is_charged_once_and_aggregates_compose_sequentially(files):
     assert len(res.fetchall()) == 3
     assert db.budget.spent_epsilon == 0.3, "parallel over 3 partitions: epsilon once, not 3 times"
     assert sum(Decimal(repr(m.epsilon)) for m in res.plan.measurements) == pytest.approx(Decimal("0.3"))
-    assert all(m.sensitivity == 2 for m in res.plan.measurements if m.kind != "sum"), "L = 2 in the sensitivity"
+    assert all(m.sensitivity.l1 == 2 for m in res.plan.measurements if m.kind != "sum"), "L = 2 in the sensitivity"
     (charge,) = db.budget.history
     assert "sequential over 2 measurement(s)" in charge.plan
     assert "parallel over 3 partition(s), each unit in <= 2" in charge.plan

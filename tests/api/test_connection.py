@@ -168,7 +168,7 @@ def test_user_level_contribution_is_bounded(raw, policy):
     """One person with 1000 visits in every clinic moves the exact bounded counts by at most L*C = 6."""
     db = dpsql.connect(raw, ledger=":memory:", policy=policy)
     plan = db.explain("SELECT clinic, COUNT(*) FROM visits GROUP BY clinic")
-    assert plan.measurements[0].sensitivity == 6
+    assert plan.measurements[0].sensitivity.l1 == 6
     before = sum(n for _, n in raw.execute(_without_noise(plan, db)).fetchall())
     raw.execute("INSERT INTO visits SELECT 424242, ['a','b','c'][1 + range % 3], 1.0, 10000 + range FROM range(3000)")
     after = sum(n for _, n in raw.execute(_without_noise(plan, db)).fetchall())

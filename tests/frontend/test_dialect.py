@@ -25,11 +25,11 @@ def test_a_bigquery_dp_query_runs_unchanged(db):
 def test_options_are_enforced_by_the_plan(db):
     plan = db.explain(BIGQUERY)
     assert plan.epsilon == 1 and plan.max_groups == 1
-    sens = {m.label: m.sensitivity for m in plan.measurements}
+    sens = {m.label: m.sensitivity.l1 for m in plan.measurements}
     assert sens["COUNT(*)"] == 5, "per-group bound 5, in <= 1 partition"
     assert sens["COUNT(units with cost)"] == 1
     avg = next(m for m in plan.measurements if m.bounding == "unit_mean")
-    assert avg.sensitivity * avg.granularity == 40
+    assert avg.sensitivity.l1 * avg.granularity == 40
     assert "L = 1 partition(s) per unit" in str(plan)
 
 
@@ -46,13 +46,13 @@ def test_max_groups_contributed_may_lower_the_policy_L_but_never_raise_it(db):
 def test_per_row_bounds_override_the_policy_clamp(db):
     plan = db.explain("SELECT clinic, SUM(cost, contribution_bounds_per_row => (0, 10)) FROM visits GROUP BY clinic")
     m = plan.measurements[0]
-    assert (m.lower, m.upper) == (0, 10) and m.sensitivity * m.granularity == 2 * 3 * 10
+    assert (m.lower, m.upper) == (0, 10) and m.sensitivity.l1 * m.granularity == 2 * 3 * 10
 
 
 def test_a_global_aggregate_needs_no_factor_L(db):
     # One partition: a unit cannot reach L = 2 of them, so L is 1 in the sensitivity.
     plan = db.explain("SELECT SUM(cost, contribution_bounds_per_row => (0, 10)) FROM visits")
-    assert plan.max_groups == 1 and plan.measurements[0].sensitivity * plan.measurements[0].granularity == 3 * 10
+    assert plan.max_groups == 1 and plan.measurements[0].sensitivity.l1 * plan.measurements[0].granularity == 3 * 10
 
 
 def test_query_bounds_make_an_unbounded_column_summable(db):

@@ -203,7 +203,7 @@ def test_no_person_moves_a_joined_measurement_by_more_than_its_sensitivity(data,
             continue
         moved = sum(abs((before.get(k, {}).get(m.name) or 0) - (after.get(k, {}).get(m.name) or 0))
                     for k in set(before) | set(after))
-        assert moved <= m.sensitivity, (sql, m.name, moved, m.sensitivity)
+        assert moved <= m.sensitivity.l1, (sql, m.name, moved, m.sensitivity.l1)
 
 
 @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

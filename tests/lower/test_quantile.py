@@ -20,7 +20,7 @@ from dpsql.mechanisms import randomness
 from dpsql.lower.quantile import ALPHA
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH
 from tests.support import sql_tree
-from tests.support.checks import examples, refusal
+from tests.support.checks import examples, refusal, within_sensitivity
 from tests.support.exact import KEYS, ROW, VALUES, bounds, exact_sql, noiseless, plan_for
 from tests.support.stats import chi_squared_p
 
@@ -33,9 +33,13 @@ def tree_counts(rows, plan) -> dict:
     return {tuple("NaN" if isinstance(x, float) and math.isnan(x) else x for x in row[:-1]): row[-1] for row in table}
 
 
-def moved(plan, rows, neighbour) -> int:
+def node_moves(plan, rows, neighbour) -> list[int]:
     before, after = tree_counts(rows, plan), tree_counts(neighbour, plan)
-    return sum(abs(after.get(k, 0) - before.get(k, 0)) for k in before.keys() | after.keys())
+    return [after.get(k, 0) - before.get(k, 0) for k in before.keys() | after.keys()]
+
+
+def moved(plan, rows, neighbour) -> int:
+    return sum(abs(x) for x in node_moves(plan, rows, neighbour))
 
 
 TREE_QUERIES = [
@@ -54,15 +58,18 @@ UNIT = dict(rows=st.lists(ROW, max_size=40), L=st.integers(1, 3), C=st.integers(
 def unit_added(rows, extra, L, C, b, sql):
     plan = plan_for("u", L, C, b[0], b[1], sql)
     tree = next(m for m in plan.measurements if m.kind == "quantile")
-    assert tree.sensitivity == TREE_DEPTH * plan.max_groups * C
-    assert moved(plan, rows, rows + [(99, grp, v) for grp, v in extra]) <= tree.sensitivity
+    assert tree.sensitivity.l1 == TREE_DEPTH * plan.max_groups * C
+    assert tree.sensitivity.l2_squared == TREE_DEPTH * plan.max_groups * C * C   # tighter than L0 * Linf^2
+    moves = node_moves(plan, rows, rows + [(99, grp, v) for grp, v in extra])
+    assert within_sensitivity(tree.sensitivity, moves) is None, within_sensitivity(tree.sensitivity, moves)
 
 
 def row_added(rows, extra, b, sql):
     plan = plan_for("row", 1, 1, b[0], b[1], sql)
     tree = next(m for m in plan.measurements if m.kind == "quantile")
-    assert tree.sensitivity == TREE_DEPTH
-    assert moved(plan, rows, rows + [extra]) <= tree.sensitivity
+    assert tree.sensitivity.l1 == TREE_DEPTH
+    moves = node_moves(plan, rows, rows + [extra])
+    assert within_sensitivity(tree.sensitivity, moves) is None, within_sensitivity(tree.sensitivity, moves)
 
 
 ROW_ADDED = dict(rows=st.lists(ROW, max_size=40), extra=ROW, b=bounds, sql=st.sampled_from(TREE_QUERIES))
@@ -82,7 +89,7 @@ def test_the_bound_is_tight_and_a_unit_keeps_C_evenly_spaced_values():
     counts = tree_counts(unit, plan)
     leaves = sorted(node for (d, key, node), n in counts.items() if d == TREE_DEPTH for _ in range(n))
     assert leaves == [int(v * 65536 / 16) for v in (1, 5, 8)]
-    assert moved(plan, [], unit) == TREE_DEPTH * 3 == plan.measurements[0].sensitivity
+    assert moved(plan, [], unit) == TREE_DEPTH * 3 == plan.measurements[0].sensitivity.l1
 
 
 # Few units, many rows each, values that repeat (several rows in one leaf), NULL, NaN and infinities.
@@ -170,7 +177,7 @@ def test_median_beside_count_splits_epsilon_and_several_quantiles_share_one_tree
                       epsilon=1.0)
     tree, count = plan.measurements
     assert (tree.kind, count.kind) == ("quantile", "count") and tree.epsilon == count.epsilon == 0.5
-    assert tree.sensitivity == TREE_DEPTH * 2 * 3 and tree.scale == tree.sensitivity / 0.5
+    assert tree.sensitivity.l1 == TREE_DEPTH * 2 * 3 and tree.scale == tree.sensitivity.l1 / 0.5
     assert "QUANTILE TREE(cost)" in str(plan) and "sensitivity 24" in str(plan)
     rows = db.sql("SELECT clinic, MEDIAN(cost), QUANTILE_CONT(cost, 0.9), COUNT(*) FROM visits GROUP BY clinic",
                   epsilon=1.0).fetchall()

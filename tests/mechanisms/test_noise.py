@@ -17,9 +17,11 @@ from scipy import stats
 
 from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
+from dpsql.mechanisms.base import DISCRETE_LAPLACE, NoiseBuffer
 from dpsql.mechanisms.discrete_laplace import discrete_laplace, discrete_laplace_bound, discrete_laplace_cdf_tail, discrete_laplace_pmf, dyadic_scale
 from dpsql.mechanisms.randomness import GeneratorRandomSource, RandomSource, SystemRandomSource, as_random_source
 
+LAPLACE = DISCRETE_LAPLACE.code
 SEEDED_ALPHA = 1e-3   # seeded chi-squared tests require p > 0.001 (deterministic given the seed)
 SYSTEM_ALPHA = 1e-9   # unseeded: a correct sampler fails with probability ~1e-9
 
@@ -377,25 +379,25 @@ def test_bound_examples_and_arguments():
 def test_the_noise_buffer_hands_each_draw_out_once_in_the_order_drawn():
     # Chunks of one scale come from one batch in order; a new scale gets its own batch; clear() drops
     # what is left, so the next query starts a new batch.
-    buffer = noise.NoiseBuffer()
+    buffer = NoiseBuffer()
     source = randomness.GeneratorRandomSource(np.random.default_rng(7))
-    chunks = [buffer.take(source, 3.0, n) for n in (5, 2000, 100)]
+    chunks = [buffer.take(source, LAPLACE, (3, 0, 0), n) for n in (5, 2000, 100)]
     reference = noise.discrete_laplace(randomness.GeneratorRandomSource(np.random.default_rng(7)), 3.0, 2048)
     assert np.array_equal(np.concatenate(chunks[:2]), reference[:2005])
     assert np.array_equal(chunks[2][:43], reference[2005:])   # the first batch runs out, a second one follows
     buffer.clear()
-    assert buffer.take(source, 3.0, 0).size == 0
+    assert buffer.take(source, LAPLACE, (3, 0, 0), 0).size == 0
     replay = randomness.GeneratorRandomSource(np.random.default_rng(7))
-    for size in (noise.NoiseBuffer.MIN_BATCH, 2 * noise.NoiseBuffer.MIN_BATCH):   # the two batches drawn above
+    for size in (NoiseBuffer.MIN_BATCH, 2 * NoiseBuffer.MIN_BATCH):   # the two batches drawn above
         noise.discrete_laplace(replay, 3.0, size)
-    fresh = noise.discrete_laplace(replay, 3.0, noise.NoiseBuffer.MIN_BATCH)
-    assert np.array_equal(buffer.take(source, 3.0, 5), fresh[:5]), "what was left is dropped: a new batch"
+    fresh = noise.discrete_laplace(replay, 3.0, NoiseBuffer.MIN_BATCH)
+    assert np.array_equal(buffer.take(source, LAPLACE, (3, 0, 0), 5), fresh[:5]), "what was left is dropped: a new batch"
 
 
 def test_buffered_noise_in_vector_sized_chunks_is_discrete_laplace():
-    buffer = noise.NoiseBuffer()
+    buffer = NoiseBuffer()
     source = randomness.GeneratorRandomSource(np.random.default_rng(11))
-    draws = np.concatenate([buffer.take(source, 2.0, 2048) for _ in range(50)])
+    draws = np.concatenate([buffer.take(source, LAPLACE, (2, 0, 0), 2048) for _ in range(50)])
     values, counts = np.unique(np.clip(draws, -12, 12), return_counts=True)
     expected = noise.discrete_laplace_pmf(2.0, np.arange(-12, 13)) * draws.size
     expected[0] += noise.discrete_laplace_cdf_tail(2.0, 12) / 2 * draws.size   # P(X < -12) folded in

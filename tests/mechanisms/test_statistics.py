@@ -47,7 +47,7 @@ def test_count_noise_is_discrete_laplace_with_scale_one_over_epsilon(epsilon):
 def test_user_level_count_noise_scales_with_L_times_C():
     db, exact = connection(unit="u", L=2, C=3)
     plan = db.explain("SELECT k, COUNT(*) FROM t GROUP BY k", epsilon=1.0)
-    assert plan.measurements[0].sensitivity == 6 and plan.measurements[0].scale == 6
+    assert plan.measurements[0].sensitivity.l1 == 6 and plan.measurements[0].scale == 6
     rows = db.sql("SELECT k, COUNT(*) FROM t GROUP BY k", epsilon=1.0, nonnegative=False).fetchall()
     draws = np.array([n - exact.get(k, 0) for k, n in rows])
     assert chi_squared_p(draws, 6.0) > 0.001
@@ -62,7 +62,7 @@ def test_sum_noise_lies_on_the_grid_and_its_mean_absolute_error_matches_the_scal
     errors = np.array([s - (exact.get(k) or 0.0) for k, s in res.fetchall()])
     steps = errors / m.granularity
     assert np.allclose(steps, np.round(steps)), "noise is a whole number of grid steps"
-    q = np.exp(-1 / m.scale)
+    q = np.exp(-1 / float(m.scale))
     expected_mae = 2 * q / (1 - q * q) * m.granularity
     assert abs(m.scale * m.granularity - 10.0) / 10.0 < 1e-5
     assert abs(np.mean(np.abs(errors)) / expected_mae - 1) < 0.10

@@ -21,11 +21,14 @@ import dpsql
 from dpsql.api import replay
 from dpsql.accounting.budget import Cost
 from dpsql.errors import InternalError
+from dpsql.mechanisms.losses import ZCDP, Loss, zcdp_delta
+from dpsql.mechanisms.releases import Sensitivity
 from dpsql.plan.parts import Measurement
 from dpsql.testing import run
 from tests.support.checks import refusal
 from tests.support.fixture import POLICY, make_database
 from tests.support.paths import ACCEPT
+from tests.support.stats import gaussian_pmf
 from tests.support.queries.grammar import grammar_queries
 
 TREE_DEPTH = 4   # README: quantile tree of branching 16 and depth 4, sensitivity 4*L*C
@@ -117,7 +120,7 @@ def test_count_distinct_moves_by_exactly_L_times_min_C_keys(C, values):
     (m,) = plan.measurements
     moved = movement(plan, before, after)[m.name]
     assert moved == L * min(C, len(values))
-    assert moved <= m.sensitivity and noise_covers(m, L * min(C, len(values)))
+    assert moved <= m.sensitivity.l1 and noise_covers(m, L * min(C, len(values)))
 
 
 @pytest.mark.parametrize("lower, upper, value", [
@@ -144,7 +147,7 @@ def test_a_unit_at_its_limits_moves_count_and_sum_by_exactly_L_C_rows_at_the_bou
     for m in plan.measurements:
         steps = 1 if m.kind != "sum" else abs(round(Fraction(clamped) / Fraction(m.granularity)))
         assert moved[m.name] == L * C * steps, m.label
-        assert moved[m.name] <= m.sensitivity, m.label
+        assert moved[m.name] <= m.sensitivity.l1, m.label
         assert noise_covers(m, spec_sensitivity(m, plan)), m.label
 
 
@@ -169,7 +172,7 @@ def test_per_group_bounds_and_unit_counts_move_by_exactly_L_bounds():
     for m in plan.measurements:
         expected = {"count": L * 2, "units": L, "count_units": L}.get(m.kind) or L * round(5 / m.granularity)
         assert moved[m.name] == expected, m.label
-        assert moved[m.name] <= m.sensitivity and noise_covers(m, spec_sensitivity(m, plan)), m.label
+        assert moved[m.name] <= m.sensitivity.l1 and noise_covers(m, spec_sensitivity(m, plan)), m.label
 
 
 def test_a_quantile_keeps_at_most_C_values_per_unit():
@@ -231,12 +234,39 @@ def with_delta(action, sql: str, **kw):
         return action(sql, delta=1e-6, **kw)
 
 
+def check_gaussian_plan(plan, sql: str) -> None:
+    """A discrete Gaussian plan against the spec: each sensitivity at least the spec's L1 bound; its
+    losses compose to the query's (epsilon, delta): zCDP shares add in rho and convert (CKS Corollary
+    13), one count's (epsilon, delta) checked on dp-accounting's own (pessimistic) curve; selection's
+    threshold from the exact tail."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+    selection_delta = plan.selection.delta if plan.selection is not None else 0.0
+    for m in plan.measurements:
+        assert m.sensitivity.l1 >= spec_sensitivity(m, plan), (sql, m.label)
+        if m.loss.measure == ZCDP:
+            assert m.sensitivity.l2_squared / (2 * m.scale ** 2) <= m.loss.rho, (sql, m.label)
+        else:
+            curve = pld.from_discrete_gaussian_mechanism(float(m.scale), sensitivity=int(m.sensitivity.per_partition))
+            assert curve.get_delta_for_epsilon(float(m.loss.epsilon)) <= float(m.loss.delta) * 1.02, (sql, m.label)
+    rhos = [m.loss.rho for m in plan.measurements if m.loss.measure == ZCDP]
+    if rhos:
+        assert zcdp_delta(float(sum(rhos)), plan.epsilon) <= plan.delta - selection_delta, sql
+    else:
+        assert len(plan.measurements) == 1 and plan.measurements[0].loss.epsilon <= plan.epsilon, sql
+    if plan.selection is not None:
+        units = plan.measurement(plan.selection.measurement)
+        sigma, tau = float(units.scale), plan.selection.threshold
+        assert gaussian_pmf(sigma, range(tau - 1, tau + int(40 * sigma) + 10)).sum() <= selection_delta / plan.max_groups
+
+
 def check_plan(plan, sql: str = "") -> None:
     """What a plan spends and how much noise it adds, against the spec."""
+    if any(m.loss.measure != "pure" for m in plan.measurements):
+        return check_gaussian_plan(plan, sql)
     # Sequential composition: the measurements' epsilons sum to at most the query's epsilon.
     assert sum(Fraction(m.epsilon) for m in plan.measurements) <= Fraction(plan.epsilon), sql
     for m in plan.measurements:
-        assert noise_covers(m, spec_sensitivity(m, plan)), (sql, m.label, m.scale, m.epsilon, m.sensitivity)
+        assert noise_covers(m, spec_sensitivity(m, plan)), (sql, m.label, m.scale, m.epsilon, m.sensitivity.l1)
     if plan.selection is not None:
         # Partition selection: a group of one unit, who reaches <= L groups, is released with
         # probability <= delta / L, by the noisy unit count, which is one of the measurements.
@@ -318,13 +348,25 @@ def test_partition_selection_releases_a_group_iff_its_units_reach_a_threshold_th
 
 
 def test_a_measurement_cannot_be_under_noised():
-    """A Measurement whose scale * epsilon is below its sensitivity cannot even be constructed."""
-    fields = dict(name="m0", kind="count", column=None, lower=None, upper=None, granularity=1.0, sensitivity=6,
-                  epsilon=0.5, scale=12.0)
-    assert Measurement(**fields).scale == 12.0
+    """A Measurement whose noise is below what its loss needs cannot even be constructed: a Laplace
+    scale * epsilon below its L1 sensitivity, or a Gaussian sigma whose exact curve (one partition,
+    CKS Theorem 7) or zCDP bound (several) exceeds its loss."""
+    fields = dict(name="m0", kind="count", column=None, lower=None, upper=None, granularity=1.0,
+                  sensitivity=Sensitivity(2, Fraction(3)), loss=Loss.pure(0.5), scale=12.0, mechanism="discrete Laplace")
+    assert Measurement(**fields).scale == 12
     for scale in (11.999999, 6.0, 0.0):
         with pytest.raises(InternalError):
             Measurement(**{**fields, "scale": scale})
+    # sigma = 2 * sqrt(2): rho = l2^2 / (2 sigma^2) = (2 * 3^2) / 16 = 9/8 exactly.
+    gaussian = {**fields, "mechanism": "discrete Gaussian", "loss": Loss.zcdp(Fraction(9, 8)), "scale": Fraction(3)}
+    assert Measurement(**gaussian).release.scale == 3
+    for scale in (Fraction(2), Fraction(2.8), 0):
+        with pytest.raises(InternalError):
+            Measurement(**{**gaussian, "scale": scale})
+    one = {**gaussian, "sensitivity": Sensitivity(1, Fraction(1)), "loss": Loss.approximate(1.0, 1e-6)}
+    assert Measurement(**{**one, "scale": Fraction(17, 4)})   # epsilon 1, delta 1e-6 needs sigma 4.23
+    with pytest.raises(InternalError):
+        Measurement(**{**one, "scale": Fraction(4)})
 
 
 # --- the ledger ----------------------------------------------------------------------------------------

@@ -29,3 +29,15 @@ def refusal(db, sql, **kw):
     with pytest.raises(dpsql.DpsqlError) as info:
         db.sql(sql, **kw)
     return info.value
+
+
+def within_sensitivity(sensitivity, moves) -> str | None:
+    """Why the moves of one measurement's partitions (one number per partition, grid steps) exceed
+    its (L0, Linf) sensitivity and the norms it states, or None if they do not: at most L0 partitions
+    move, none by more than Linf, their L1 total <= l1 and the sum of their squares <= l2_squared
+    (the bound a Gaussian is calibrated to)."""
+    moved = [abs(x) for x in moves if x]
+    checks = [(len(moved), sensitivity.partitions, "L0"), (max(moved, default=0), sensitivity.per_partition, "Linf"),
+              (sum(moved), sensitivity.l1, "L1"), (sum(x * x for x in moved), sensitivity.l2_squared, "L2^2")]
+    broken = [f"{name} {value} > {bound}" for value, bound, name in checks if value > bound]
+    return "; ".join(broken) or None

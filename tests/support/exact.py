@@ -52,7 +52,7 @@ def noiseless(rows, plan) -> duckdb.DuckDBPyConnection:
     if rows:
         con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
     (name,) = sql_tree.qualified_calls(sql_tree.tree(plan), "system.main")
-    con.create_function(name, lambda x, n, k: x, [duckdb.sqltype("BIGINT")] * 3, duckdb.sqltype("BIGINT"),
+    con.create_function(name, lambda x, code, a, b, c: x, [duckdb.sqltype("BIGINT")] * 5, duckdb.sqltype("BIGINT"),
                         type="arrow", side_effects=True)
     return con
 
