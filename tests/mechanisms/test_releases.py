@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpsql.mechanisms.base import PRIVACY_MAPS
+from dpsql.mechanisms.losses import zcdp_delta
 from dpsql.mechanisms.releases import APPROX, Release, Sensitivity
 from tests.support.checks import examples
 
@@ -60,3 +61,18 @@ def test_a_plan_lists_its_releases(db):
     spent = sum(PRIVACY_MAPS[r.mechanism].epsilon(r, Fraction(1)) for r in releases)
     assert spent <= Fraction(plan.epsilon)
     assert sum(r.delta for r in releases) == Fraction(plan.delta)
+
+
+def test_a_gaussian_plan_states_each_measurements_partitions_and_reach(db):
+    """visits: a person reaches L = 2 clinics with C = 3 visits each: COUNT(*) is L0 = 2, Linf = 3
+    (L2^2 = 18, not L1^2 = 36), SUM(cost) Linf = 3 * 50 in grid steps; the releases compose in zCDP
+    (rho adds) to the query's (epsilon, delta), at which each release's own map agrees."""
+    plan = db.explain("SELECT clinic, COUNT(*), SUM(cost) FROM visits GROUP BY clinic", epsilon=1.0, delta=1e-6,
+                      mechanism="gaussian")
+    count, total = plan.releases()
+    assert count.mechanism == total.mechanism == "discrete Gaussian"
+    assert (count.sensitivity.partitions, count.sensitivity.per_partition, count.sensitivity.l2_squared) == (2, 3, 18)
+    assert total.sensitivity.partitions == 2
+    assert total.sensitivity.per_partition * Fraction(plan.measurements[1].granularity) == 150
+    rho = sum(PRIVACY_MAPS[r.mechanism].rho(r)[0] for r in (count, total))
+    assert zcdp_delta(float(rho), 1.0) <= 1e-6

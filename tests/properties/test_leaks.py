@@ -43,8 +43,8 @@ import dpsql
 from dpsql import testing
 from tests.support import sql_tree
 from tests.support.checks import COMMON, examples
-from tests.support.leak_world import (ENGINE_SETTINGS, NEIGHBOUR_IDS, PERSON, TINY, TYPED_COLUMNS, VISITS_ROWS,
-                                      TypedWorlds)
+from tests.support.leak_world import (ENGINE_SETTINGS, LEAK_POLICY, NEIGHBOUR_IDS, PERSON, TINY, TYPED_COLUMNS,
+                                      VISITS_ROWS, TypedWorlds)
 from tests.support.leaks import Worlds
 from tests.support.paths import ROOT
 from tests.support.queries.grammar import grammar_queries
@@ -220,6 +220,23 @@ OTHERS = [n for n in NEIGHBOUR_IDS if n != "mixed"]
 def test_typed_queries_do_not_tell_neighbours_apart(worlds, sql, neighbour):
     """Generated queries over every column type: the three properties."""
     event(worlds.check(sql, ["mixed", neighbour]))
+
+
+@pytest.fixture(scope="module")
+def gaussian_worlds():
+    """The same worlds under the policy's default mechanism the discrete Gaussian (issue 22)."""
+    w = TypedWorlds({**LEAK_POLICY, "mechanism": "gaussian", "default_delta": 1e-6})
+    yield w
+    w.close()
+
+
+@DEFAULT
+@given(sql=typed_queries(), neighbour=st.sampled_from(OTHERS))
+@example(sql="SELECT tier, COUNT(*), SUM(i64), MEDIAN(f64) FROM visits GROUP BY tier", neighbour="type-maximum")
+def test_typed_queries_under_the_gaussian_do_not_tell_neighbours_apart(gaussian_worlds, sql, neighbour):
+    """Generated queries with discrete Gaussian measurements (L2-calibrated): the three properties,
+    property 2 with the L0, Linf, L1 and L2 bounds they state."""
+    event(gaussian_worlds.check(sql, ["mixed", neighbour]))
 
 
 @DEFAULT
