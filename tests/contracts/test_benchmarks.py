@@ -44,3 +44,8 @@ def test_the_per_person_lists_benchmark_runs_at_5k_rows():
     results = load("per_person_lists").run(rows=5_000, repeats=1)
     assert [r["query"] for r in results] == list(load("per_person_lists").QUERIES)
     assert all(r["new"]["wall_s"] > 0 for r in results)
+
+
+def test_the_noise_speed_benchmark_runs_at_10k_groups():
+    result = load("noise_speed").run(groups=10_000, repeats=1)
+    assert result["udf_laplace_s"] > 0 and result["udf_gaussian_s"] > 0 and result["query_ratio"] > 0
