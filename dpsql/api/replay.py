@@ -48,7 +48,7 @@ def replay_key(normalised: tuple[str, tuple[str, ...]], cost: Cost, identity: st
 
 def plan_summary(plan) -> str:
     """One line for the history: table, measurements, composition."""
-    measurements = ", ".join(f"{m.label} eps {m.epsilon:.4g}" for m in plan.measurements)
+    measurements = ", ".join(f"{m.label} {m.mechanism}, {m.loss}" for m in plan.measurements)
     text = (f"{plan.table.name}: sequential over {len(plan.measurements)} measurement(s) "
             f"[{measurements}]")
     if plan.group_keys:

@@ -15,7 +15,9 @@ import yaml
 from click.testing import CliRunner
 
 import dpsql
+from dpsql.accounting.ledger import Ledger
 from dpsql.cli import commands as cli
+from dpsql.policy import load_policy
 from dpsql.cli.render import render_json
 from dpsql.errors import DpsqlError, PrivacyViolation
 from tests.support.cli import COUNT_BY_SEX, POLICY
@@ -344,3 +346,17 @@ def test_ci_and_raw_counts_reach_the_library(tmp_path):
     assert result.exit_code == 0, result.stderr
     rows = json.loads(result.stdout)
     assert set(rows[0]) == {"sex", "n", "n_ci_low", "n_ci_high"}
+
+
+def test_mechanism_reaches_the_library(runner, files, tmp_path):
+    """--mechanism gaussian: refused without a delta (DP401, nothing spent), answered with one, and
+    the ledger's charge records the Gaussian's plan; an unknown name is a usage error."""
+    ledger = ["--ledger", str(tmp_path / "l.sqlite")]
+    refused = runner.invoke(cli.main, ["query", COUNT_BY_SEX, *files, *ledger, "--mechanism", "gaussian"])
+    assert refused.exit_code == 2 and "DP401" in refused.stderr and "delta" in refused.stderr
+    answered = invoke(runner, "query", COUNT_BY_SEX, *files, *ledger, "--mechanism", "Gaussian", "--delta", "1e-6")
+    assert answered.exit_code == 0, answered.stderr
+    charges = Ledger(str(tmp_path / "l.sqlite"), load_policy(POLICY)).budget().history
+    assert len(charges) == 1 and "COUNT(*) discrete Gaussian, epsilon 1, delta 1e-06" in charges[0].plan
+    unknown = runner.invoke(cli.main, ["query", COUNT_BY_SEX, *files, "--mechanism", "cauchy"])
+    assert unknown.exit_code == 1 and "cauchy" in unknown.stderr   # a usage error, as a bad --format

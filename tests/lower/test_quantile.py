@@ -182,7 +182,7 @@ def test_median_beside_count_splits_epsilon_and_several_quantiles_share_one_tree
     rows = db.sql("SELECT clinic, MEDIAN(cost), QUANTILE_CONT(cost, 0.9), COUNT(*) FROM visits GROUP BY clinic",
                   epsilon=1.0).fetchall()
     assert [r[0] for r in rows] == ["a", "b", "c"] and all(0 <= r[1] <= r[2] <= 50 for r in rows)
-    assert "QUANTILE TREE(cost) eps 0.5" in db.budget.history[-1].plan
+    assert "QUANTILE TREE(cost) discrete Laplace, epsilon 0.5" in db.budget.history[-1].plan
 
 
 def test_private_keys_release_a_quantile_only_for_selected_groups(db):
