@@ -150,6 +150,20 @@ def main():
     """
 
 
+mechanism_option = click.option(
+    "--mechanism", "mechanism", type=click.Choice(sorted(MECHANISM_OPTIONS), case_sensitive=False), default=None,
+    help="The noise mechanism (one that is not pure needs --delta > 0); default: the query's OPTIONS, else the "
+         "policy's mechanism, else what the ledger's accountant composes best.")
+
+
+def _mechanism(mechanism: str | None, server: str | None) -> dict:
+    """The library's ``mechanism`` argument, if one was asked for (a usage error with --server: the
+    server's API takes none yet; a query's OPTIONS(mechanism = ...) or the policy's reach it)."""
+    if mechanism and server is not None:
+        raise click.UsageError("--mechanism is not supported with --server yet: use OPTIONS(mechanism = ...)")
+    return {"mechanism": mechanism.lower()} if mechanism else {}
+
+
 @main.command()
 @connection_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
@@ -169,9 +183,7 @@ def main():
               help="Add <col>_ci_low/<col>_ci_high confidence intervals at this level, e.g. 0.95 (free).")
 @click.option("--raw-counts", is_flag=True, default=False,
               help="Release counts (and sums of non-negative values) without clamping them at 0.")
-@click.option("--mechanism", "mechanism", type=click.Choice(sorted(MECHANISM_OPTIONS), case_sensitive=False),
-              default=None, help="The noise mechanism (one that is not pure needs --delta > 0); default: the query's "
-                                 "OPTIONS, else the policy's mechanism, else what the ledger's accountant composes best.")
+@mechanism_option
 def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh, ci, raw_counts, output_path,
           mechanism):
     """Answer SQL with differential privacy and print the noisy result.
@@ -192,9 +204,7 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
     """
     text = sql
     fmt = output_format(fmt, output_path)   # a usage error before anything is spent
-    chosen = {"mechanism": mechanism.lower()} if mechanism else {}
-    if chosen and server is not None:   # the server's API takes no mechanism yet
-        raise click.UsageError("--mechanism is not supported with --server yet: set the policy's mechanism")
+    chosen = _mechanism(mechanism, server)
     with spinner("running the query"):
         db = _connect(db_path, policy_path, ledger=ledger) if server is None else \
             remote_for(server, db_path=db_path, policy_path=policy_path, ledger=ledger)
@@ -219,7 +229,8 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
                    "opens, checks or creates a ledger.")
 @click.option("-o", "--output", "output_path", default=None, metavar="FILE",
               type=click.Path(dir_okay=False, writable=True), help="Write the plan to FILE instead of stdout.")
-def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_path):
+@mechanism_option
+def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_path, mechanism):
     """Print the plan for SQL (noise, sensitivity, rewritten SQL); spends no budget.
 
     SQL is the query text, - to read it from stdin, or -f FILE; --db and --policy default as for
@@ -234,13 +245,14 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
 
     del ledger   # see its --help: a plan is never charged, so no ledger is read
     text = sql
+    chosen = _mechanism(mechanism, server)
     # An in-memory ledger: the one beside the database (maybe another policy's, or corrupt) is not
     # opened, and no file is created.
     with spinner("planning the query"):   # reading files into memory at connect may take a while
         db = _connect(db_path, policy_path, ledger=MEMORY) if server is None else \
             remote_for(server, db_path=db_path, policy_path=policy_path)
         with reporting_errors(show_details=server is not None):   # a remote error holds no data
-            plan = db.explain(text, epsilon=epsilon, delta=delta)
+            plan = db.explain(text, epsilon=epsilon, delta=delta, **chosen)
     for warning in plan_warnings(plan) if isinstance(plan, Plan) else ():
         click.echo(f"warning: {warning}", err=True)
     write(f"{plan}\n".encode(), output_path)

@@ -358,5 +358,7 @@ def test_mechanism_reaches_the_library(runner, files, tmp_path):
     assert answered.exit_code == 0, answered.stderr
     charges = Ledger(str(tmp_path / "l.sqlite"), load_policy(POLICY)).budget().history
     assert len(charges) == 1 and "COUNT(*) discrete Gaussian, epsilon 1, delta 1e-06" in charges[0].plan
+    explained = invoke(runner, "explain", COUNT_BY_SEX, *files, "--mechanism", "gaussian", "--delta", "1e-6")
+    assert explained.exit_code == 0 and "mechanism discrete Gaussian" in explained.stdout
     unknown = runner.invoke(cli.main, ["query", COUNT_BY_SEX, *files, "--mechanism", "cauchy"])
     assert unknown.exit_code == 1 and "cauchy" in unknown.stderr   # a usage error, as a bad --format
