@@ -222,3 +222,16 @@ def test_partition_selection_under_gaussian_noise_spends_half_the_delta_on_its_t
     support = np.arange(plan.selection.threshold - 1, plan.selection.threshold + int(40 * sigma))
     assert gaussian_pmf(sigma, support).sum() <= plan.selection.delta / plan.max_groups
     assert plan.delta == 1e-6 and [r.mechanism for r in plan.releases()][-1] == "approximate"
+
+
+def test_what_zcdp_composes_best_is_the_gaussian_measured():
+    """BEST_FOR's reason, measured with this package's own conversion: 100 counts in a total of
+    (1, 1e-6) under zCDP. Each gets rho / 100; the Gaussian's sd is sqrt(1 / (2 rho_each)) = 45.3 (the
+    issue's dp-accounting figure), Laplace's, charged epsilon^2 / 2 each (Bun-Steinke Prop. 3.3),
+    sqrt(2) / sqrt(2 rho_each) = 64.1; with one query Laplace's 1.41 beats the Gaussian's 4.23."""
+    rho_each = float(zcdp_rho(1.0, 1e-6)) / 100
+    gaussian, laplace = math.sqrt(1 / (2 * rho_each)), math.sqrt(2) / math.sqrt(2 * rho_each)
+    assert round(gaussian, 1) == 45.3 and round(laplace, 1) == 64.1
+    assert choose(None, None, "zcdp", 1e-6) is DISCRETE_GAUSSIAN and choose(None, None, "basic", 1e-6) is DISCRETE_LAPLACE
+    one = float(DISCRETE_GAUSSIAN.calibrate(ONE, Loss.approximate(1.0, 1e-6)))
+    assert math.sqrt(2) < one
