@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import re
 import traceback
 from pathlib import Path
@@ -344,9 +345,9 @@ def check_query(target: FuzzTarget, sql: str, kwargs: dict | None = None) -> str
     noisy = []
     for m in measurements:
         scale, sensitivity = getattr(m, "scale", None), getattr(m, "sensitivity", None)
-        if isinstance(scale, (int, float)) and scale > 0 and math.isfinite(scale):
+        if isinstance(scale, numbers.Real) and scale > 0 and math.isfinite(scale):   # an exact Fraction
             noisy.append(m)
-        elif not (scale == 0 and sensitivity == 0):  # sensitivity 0: a provably constant quantity
+        elif not (scale == 0 and sensitivity.l1 == 0):  # sensitivity 0: a provably constant quantity
             raise FuzzFailure(("property", "noise scale"), f"measurement {m!r} has scale {scale!r}; {where}")
     # Every measurement having sensitivity 0 (SUM(0), SUM(age * 0)) is allowed: such an answer is a
     # constant that no row can move, so releasing it exactly is 0-DP (decided by the lead).
