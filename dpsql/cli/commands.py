@@ -156,11 +156,8 @@ mechanism_option = click.option(
          "policy's mechanism, else what the ledger's accountant composes best.")
 
 
-def _mechanism(mechanism: str | None, server: str | None) -> dict:
-    """The library's ``mechanism`` argument, if one was asked for (a usage error with --server: the
-    server's API takes none yet; a query's OPTIONS(mechanism = ...) or the policy's reach it)."""
-    if mechanism and server is not None:
-        raise click.UsageError("--mechanism is not supported with --server yet: use OPTIONS(mechanism = ...)")
+def _mechanism(mechanism: str | None) -> dict:
+    """The ``mechanism`` argument of the library or the server, if one was asked for."""
     return {"mechanism": mechanism.lower()} if mechanism else {}
 
 
@@ -204,7 +201,7 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
     """
     text = sql
     fmt = output_format(fmt, output_path)   # a usage error before anything is spent
-    chosen = _mechanism(mechanism, server)
+    chosen = _mechanism(mechanism)
     with spinner("running the query"):
         db = _connect(db_path, policy_path, ledger=ledger) if server is None else \
             remote_for(server, db_path=db_path, policy_path=policy_path, ledger=ledger)
@@ -245,7 +242,7 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
 
     del ledger   # see its --help: a plan is never charged, so no ledger is read
     text = sql
-    chosen = _mechanism(mechanism, server)
+    chosen = _mechanism(mechanism)
     # An in-memory ledger: the one beside the database (maybe another policy's, or corrupt) is not
     # opened, and no file is created.
     with spinner("planning the query"):   # reading files into memory at connect may take a while

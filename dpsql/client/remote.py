@@ -92,15 +92,18 @@ class Remote:
         return f"<dpsql.Remote {self.url}>"
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-            fresh: bool = False, ci: float | None = None, nonnegative: bool = True) -> Result:
+            fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
+            mechanism: str | None = None) -> Result:
         """Answer one query on the server, charged to this analyst's budget (``PrivateConnection.sql``)."""
-        body = {"sql": sql, "epsilon": epsilon, "delta": delta, "ci": ci, "fresh": fresh, "nonnegative": nonnegative}
+        body = {"sql": sql, "epsilon": epsilon, "delta": delta, "ci": ci, "fresh": fresh, "nonnegative": nonnegative,
+                **_mechanism(mechanism)}
         return self._result(self._call("POST", "/v1/query", body, sql=sql, arrow=True))
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-                ci: float | None = None, nonnegative: bool = True) -> RemotePlan:
+                ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> RemotePlan:
         """The plan the server would run, with its cost and expected errors; spends nothing."""
-        body = {"sql": sql, "epsilon": epsilon, "delta": delta, "ci": ci, "nonnegative": nonnegative}
+        body = {"sql": sql, "epsilon": epsilon, "delta": delta, "ci": ci, "nonnegative": nonnegative,
+                **_mechanism(mechanism)}
         return RemotePlan.from_doc(json.loads(self._call("POST", "/v1/explain", body, sql=sql))["plan"])
 
     @property
@@ -202,3 +205,8 @@ def remote(url: str, token: str | None = None, *, timeout: float = 300.0) -> Rem
         >>> an.sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex", epsilon=0.5).fetchall()  # doctest: +SKIP
     """
     return Remote(url, token, timeout=timeout)
+
+
+def _mechanism(mechanism: str | None) -> dict:
+    """The body's ``mechanism`` field, sent only when asked for (a server before issue 22 knows none)."""
+    return {} if mechanism is None else {"mechanism": mechanism}

@@ -1,7 +1,7 @@
 """The HTTP API over one owner's connection: analysts send SQL with a token, get noisy answers.
 
 The server holds the data, the policy and the ledger; an analyst's request names only SQL and the
-query's own parameters (``epsilon``, ``delta``, ``ci``, ``fresh``, ``nonnegative``): the trusted
+query's own parameters (``epsilon``, ``delta``, ``ci``, ``fresh``, ``nonnegative``, ``mechanism``): the trusted
 knobs (a seeded generator, another ledger) do not exist here. Every ``/v1/`` request authenticates
 its bearer token against the ledger (which keeps hashes only) and runs as that analyst, charged to
 their budget and the total in one ledger transaction. Planning and DuckDB run in worker threads,

@@ -54,7 +54,8 @@ class Limits:
 
 # Fields of a request body: name -> (kind, required). "number" accepts ints and floats, not booleans.
 QUERY_FIELDS = {"sql": ("string", True), "epsilon": ("number", False), "delta": ("number", False),
-                "ci": ("number", False), "fresh": ("boolean", False), "nonnegative": ("boolean", False)}
+                "ci": ("number", False), "fresh": ("boolean", False), "nonnegative": ("boolean", False),
+                "mechanism": ("string", False)}
 EXPLAIN_FIELDS = {k: v for k, v in QUERY_FIELDS.items() if k != "fresh"}
 
 

@@ -199,3 +199,17 @@ def test_demo_serve_prepares_an_analyst_and_serves_the_demo_data(tmp_path, monke
     book = Ledger(db_path + ".dpsql-ledger.sqlite")
     assert book.authenticate(token).startswith("demo-")
     book.close()
+
+
+def test_the_mechanism_reaches_the_server(served):
+    """mechanism= over the wire: the Gaussian's plan (the same text as in process), refused without a
+    delta (DP401) and for an unknown name as in process."""
+    db, token, url = served
+    remote = dpsql.remote(url, token)
+    plan = remote.explain(COUNT, epsilon=0.5, delta=1e-7, mechanism="gaussian")
+    assert "mechanism discrete Gaussian" in str(plan)
+    assert str(plan) == str(db.explain(COUNT, epsilon=0.5, delta=1e-7, mechanism="gaussian"))
+    for kwargs in ({"mechanism": "gaussian"}, {"mechanism": "cauchy", "delta": 1e-7}):
+        with pytest.raises(dpsql.DpsqlError) as refused:
+            remote.sql(COUNT, epsilon=0.5, **kwargs)
+        assert refused.value.code == "DP401"
