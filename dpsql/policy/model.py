@@ -153,15 +153,22 @@ class TablePolicy:
         return self.public or (col is not None and (col.keys is not None or col.public_source is not None))
 
 
+# How a ledger composes its charges into the total (accounting/accountants.py has one of each):
+# basic (epsilons and deltas add: every ledger made before accountants), zcdp, pld.
+BASIC = "basic"
+ACCOUNTANTS = (BASIC, "zcdp", "pld")
+
+
 @dataclass(frozen=True)
 class Policy:
-    """The whole policy: total budget, default per-query epsilon/delta, the tables."""
+    """The whole policy: total budget and its accountant, default per-query epsilon/delta, the tables."""
     budget_epsilon: float
     budget_delta: float
     default_epsilon: float
     default_delta: float
     tables: Mapping[str, TablePolicy]
     version: int = 1
+    accountant: str = BASIC
 
     @property
     def links(self) -> tuple[Link, ...]:
