@@ -15,7 +15,7 @@ plus ``plan``: ``db.explain`` alone (parse..rewrite, no ledger, no engine).
 Targets: row level <= 1.1x floor, user level <= 1.5x floor.
 
 ``--planning`` times planning alone (``db.explain``: parse, flatten, validate, plan, lower; nothing
-runs) over every query of grammar/accept on the fixture database and policy of tests/conftest.py,
+runs) over every query of grammar/accept on the fixture database and policy of tests/support/fixture.py,
 both taken from the tree of the ``dpsql`` imported (so ``PYTHONPATH=<other tree>`` compares trees):
 the median of ``--repeats`` rounds per query, then the median, p90, mean and total over the queries.
 Planning is single-threaded Python, so it is timed in thread CPU time, which other jobs on the
@@ -231,8 +231,10 @@ def corpus() -> tuple[Path, list[tuple[str, str]]]:
 
 
 def fixture_connection(root: Path):
-    """dpsql over tests/conftest.py's database and policy (the golden files' fixture), ledger in memory."""
-    spec = importlib.util.spec_from_file_location("_bench_fixture", root / "tests" / "conftest.py")
+    """dpsql over tests/support/fixture.py's database and policy (the golden files' fixture), ledger in
+    memory; a tree from before tests/support/ has them in tests/conftest.py."""
+    path = root / "tests" / "support" / "fixture.py"
+    spec = importlib.util.spec_from_file_location("_bench_fixture", path if path.exists() else root / "tests" / "conftest.py")
     fixture = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fixture)
     return dpsql.connect(fixture.make_database(), ledger=":memory:", policy=copy.deepcopy(fixture.POLICY))

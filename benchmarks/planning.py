@@ -45,9 +45,9 @@ SHAPES = {   # name -> (SQL of n items, sizes)
 
 def one(shape: str, n: int, repeats: int) -> float:
     """Median CPU seconds of planning one query of this shape and size (in this process)."""
-    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+    sys.path[:0] = [str(ROOT)]
     import dpsql
-    from conftest import POLICY, make_database
+    from tests.support.fixture import POLICY, make_database
     from dpsql import testing
     from dpsql.limits import WorkLimits
 

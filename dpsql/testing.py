@@ -13,8 +13,10 @@ runs on neighbouring databases are coupled; ``stage="measurements"`` returns eac
 keys and exact measurements instead of the released outputs.
 
 The accessors below (``duckdb_connection``, ``ledger``, ``noise_function``, ``random_source``,
-``bind``, ``fetch``, ``before_run``, ``engine_reads``) hand the trusted caller what tests need from a connection's
-inside, so tests never read its private attributes; they add nothing an analyst's SQL can reach.
+``bind``, ``fetch``, ``before_run``, ``engine_reads``, ``forget_key_checks``, and for the plan cache
+``forget_plans``, ``keep_plans``, ``plannings``) hand the trusted caller what tests need from a
+connection's inside, so tests never read its private attributes (tests/contracts/test_suite_rules.py
+checks that they do not); they add nothing an analyst's SQL can reach.
 
 >>> import duckdb, dpsql
 >>> con = duckdb.connect(); _ = con.execute("CREATE TABLE t AS SELECT range % 2 AS g FROM range(10)")
@@ -36,6 +38,8 @@ import pyarrow as pa
 
 from dpsql.accounting.ledger import Ledger
 from dpsql.api.connection import PrivateConnection
+from dpsql.api.plan_cache import PlanCache
+from dpsql.engines import duckdb_schema
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.mechanisms.randomness import RandomSource
 from dpsql.plan.model import Plan
@@ -121,6 +125,37 @@ def noise_function(db: PrivateConnection) -> str:
 def forget_plans(db: PrivateConnection) -> None:
     """Empty ``db``'s plan cache (api/plan_cache.py): the next query is planned from scratch."""
     db._plans.clear()
+
+
+def forget_key_checks() -> None:
+    """Forget which data versions' referenced keys were found unique (engines/duckdb_schema.py keeps
+    that per process): the next connection checks its keys again, as a new process would."""
+    duckdb_schema._UNIQUE_CHECKED.clear()
+
+
+def keep_plans(db: PrivateConnection, per_analyst: int) -> None:
+    """Give ``db`` a new, empty plan cache that keeps ``per_analyst`` plans per analyst (tests reach
+    its bound with a few queries)."""
+    db._plans = PlanCache(per_analyst)
+
+
+@contextlib.contextmanager
+def plannings(db: PrivateConnection) -> Iterator[list[str]]:
+    """The SQL of every query ``db`` plans (parses, validates, plans, lowers) while the block runs, in
+    order: a query whose plan the cache kept is not in it. Tests see what api/plan_cache.py keeps."""
+    lowered, shadowed, seen = db._lowered, "_lowered" in vars(db), []
+
+    def counted(sql: str, *args, **kwargs) -> Plan | PublicPlan:
+        seen.append(sql)
+        return lowered(sql, *args, **kwargs)
+    db._lowered = counted   # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        if shadowed:
+            db._lowered = lowered   # type: ignore[method-assign]
+        else:
+            del db._lowered
 
 
 def random_source(db: PrivateConnection) -> RandomSource:

@@ -3,7 +3,7 @@
 
 For every query of grammar/accept/*.sql, and for a few extra queries with explicit options
 (``EXTRAS``), ``tests/golden/<stem>.txt`` holds, on the fixture database and policy of
-tests/conftest.py (``make_database()``, ``POLICY``, a seeded rng, ``ledger=":memory:"``):
+tests/support/fixture.py (``make_database()``, ``POLICY``, a seeded rng, ``ledger=":memory:"``):
 
 * the query, and the options it is planned with;
 * the explain text, ``str(db.explain(sql, ...))`` (it ends with the rewritten SQL, pretty-printed
@@ -84,8 +84,9 @@ def cases() -> list[Case]:
 
 
 def connect() -> dpsql.PrivateConnection:
-    """The fixture connection of tests/conftest.py (loaded by path: tests/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("_golden_fixture", ROOT / "tests" / "conftest.py")
+    """The fixture connection of tests/support/fixture.py (loaded by path, so that the tool needs no
+    tests package on its path)."""
+    spec = importlib.util.spec_from_file_location("_golden_fixture", ROOT / "tests" / "support" / "fixture.py")
     fixture = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fixture)
     return dpsql.connect(fixture.make_database(), ledger=":memory:", policy=copy.deepcopy(fixture.POLICY),

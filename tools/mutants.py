@@ -22,7 +22,7 @@ tests (another engineer's work in progress, perhaps): restrict it with --baselin
 
     python3 tools/mutants.py --list
     nice -n 15 python3 tools/mutants.py                                  # every mutant, full suite
-    nice -n 15 python3 tools/mutants.py --only distinct_ignores_C --pytest-args "tests/test_regressions.py"
+    nice -n 15 python3 tools/mutants.py --only distinct_ignores_C --pytest-args "tests/properties/test_regressions.py"
     nice -n 15 python3 tools/mutants.py --jobs 2 --timeout 900 --json results.json
     nice -n 15 python3 tools/mutants.py --goldens-apart --jobs 2     # which kills rest on SQL text alone
 
@@ -278,7 +278,7 @@ MUTANTS: list[Mutant] = [
       "key = (reader, table, column.public_source)", "key = (None, table, column.public_source)",
       "a public column's keys read once for everyone: the second analyst's plan is faster, telling them"),
     # --- work and memory per person bounded before the caps (issue 20): same answers, unbounded state.
-    # Killed by tests/test_heavy_target.py (a heavy person under a memory limit) -----------------------
+    # Killed by tests/properties/test_heavy_target.py (a heavy person under a memory limit) ------------
     M("distinct_list_uncapped", "dpsql/lower/distinct.py",
       "alias(exp.Min(this=col(v, \"__d\"), count=num(plan.max_rows)), v)).from_(\n"
       "        _subquery(found.distinct(), \"__d\"))",
@@ -395,7 +395,7 @@ class Outcome:
 
 # Tests that compare text (the rewritten SQL byte for byte, the docs' examples): a mutant only they
 # kill changes the SQL but no behaviour any test checks (--goldens-apart lists such mutants).
-TEXT_TESTS = ["tests/test_golden.py", "tests/test_docs.py"]
+TEXT_TESTS = ["tests/contracts/test_golden.py", "tests/contracts/test_docs.py"]
 
 
 def run_mutant(m: Mutant, snap: Path, work: Path, args: list[str], timeout: float,

@@ -5,8 +5,8 @@ DuckDB compares ``int_col = '8'`` by casting the string to the column's type onc
 or not whatever the rows hold, but whether the failure surfaces can depend on them (DuckDB does not
 raise on an empty table), so dpsql refused every such comparison (DP306). A literal whose cast
 provably succeeds is written in the column's type here, as DuckDB would convert it, so the
-comparison is total and means the same on every row (``tests/test_coerce.py`` checks that against
-DuckDB itself):
+comparison is total and means the same on every row (``tests/frontend/test_keys_from_policy.py``
+checks that against DuckDB itself):
 
 * a number column (integers, DOUBLE; FLOAT for small whole numbers) compared with a string that is
   a plain number of its kind, within the type's range: ``educ = '8'`` -> ``educ = 8``;

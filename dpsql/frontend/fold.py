@@ -7,7 +7,7 @@ MONTH`` is 2021-02-28), ``0.06 - 0.01`` becomes ``0.05``, ``-(3)`` becomes ``-3`
 It runs after parse and flatten, before validation, so the validator sees literals; an INTERVAL this
 pass does not fold stays in the query and is refused there (no INTERVAL arithmetic on columns).
 
-What folds, each checked against DuckDB itself in ``tests/test_folding.py``:
+What folds, each checked against DuckDB itself in ``tests/frontend/test_folding.py``:
 
 * integers (INTEGER, BIGINT: the type DuckDB gives the literal): ``+ - * // % -x``, ``/`` (a DOUBLE);
   nothing that overflows its type or divides by zero: DuckDB would raise, so that stays as written;

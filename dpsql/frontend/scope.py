@@ -35,7 +35,7 @@ NUMBER_ARGUMENT = Argument(frozenset({NUMBER, BOOLEAN, "null"}), "a number", "ag
 class Form:
     """How one aggregate of the dialect is written and what its argument may be; the frontend's rules
     check it. What the aggregate releases is its spec in plan/aggregates.py (the plan sits above the
-    frontend and reads these); tests/test_specs.py keeps the two tables on the same nodes."""
+    frontend and reads these); tests/plan/test_specs.py keeps the two tables on the same nodes."""
     name: str                         # as refusals spell it
     argument: Argument | None = None  # None: any one expression (COUNT(x) counts where it is not NULL)
     star: bool = False                # COUNT(*)

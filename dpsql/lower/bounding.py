@@ -170,7 +170,7 @@ def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp
 
 # The most partitions of one unit that __bounded's window may number at once. DuckDB's window holds a
 # partition (here: all of one unit's partitions) in memory: a person with millions of partitions ran
-# out of memory at 64 MB where everyone else's query ran (tests/test_heavy_target.py).
+# out of memory at 64 MB where everyone else's query ran (tests/properties/test_heavy_target.py).
 WINDOW_PARTITIONS = 65536
 
 

@@ -53,7 +53,7 @@ def decimal_total(node: exp.Expression, plan: Plan) -> bool:
     negation of bounded DECIMAL columns and plain number literals, each result below
     10 ** (18 - scale) (interval arithmetic on the clamped bounds). Then the cast to DOUBLE needs no
     TRY(), and DuckDB keeps the columns' statistics (a TRY() hides them: TPC-H Q1 ran 1.3x slower).
-    ``tests/test_decimal_totality.py`` checks it in DuckDB on the corners of the bounds."""
+    ``tests/lower/test_decimal_totality.py`` checks it in DuckDB on the corners of the bounds."""
     return _decimal_range(node, plan.table.columns) is not None
 
 

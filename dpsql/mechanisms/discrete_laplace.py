@@ -63,11 +63,14 @@ def dyadic_scale(scale: float) -> Fraction:
     raise ValueError(f"scale {scale!r} is too large: the sampler supports scales up to 2**50 - 1")
 
 
-def _bernoulli_ratio(source: RandomSource, num: np.ndarray, den: int, k: np.ndarray) -> np.ndarray:
+# The sampler's steps (Bernoulli of a ratio, of exp(-x), geometric, the final division) carry no
+# underscore although they are not in __all__: tests/mechanisms/test_noise.py checks each against its
+# exact distribution, and tests reach no private name of dpsql.
+def bernoulli_ratio(source: RandomSource, num: np.ndarray, den: int, k: np.ndarray) -> np.ndarray:
     """Elementwise Bernoulli(num / (den * k)), exactly, without int64 overflow.
 
-    >>> _bernoulli_ratio(GeneratorRandomSource(np.random.default_rng(0)),
-    ...                  np.array([0, 6]), 3, np.array([1, 2])).tolist()
+    >>> bernoulli_ratio(GeneratorRandomSource(np.random.default_rng(0)),
+    ...                 np.array([0, 6]), 3, np.array([1, 2])).tolist()
     [False, True]
     """
     small = k <= _INT64_MAX // den
@@ -82,10 +85,10 @@ def _bernoulli_ratio(source: RandomSource, num: np.ndarray, den: int, k: np.ndar
     return out
 
 
-def _bernoulli_exp(source: RandomSource, num: np.ndarray, den: int) -> np.ndarray:
+def bernoulli_exp(source: RandomSource, num: np.ndarray, den: int) -> np.ndarray:
     """Elementwise Bernoulli(exp(-num/den)) for 0 <= num <= den.
 
-    >>> _bernoulli_exp(GeneratorRandomSource(np.random.default_rng(0)), np.zeros(3, np.int64), 5).tolist()
+    >>> bernoulli_exp(GeneratorRandomSource(np.random.default_rng(0)), np.zeros(3, np.int64), 5).tolist()
     [True, True, True]
     """
     # Canonne, Kamath, Steinke 2020, Algorithm 1 (gamma <= 1): K = first k with A_k ~ Bern(gamma/k)
@@ -93,16 +96,16 @@ def _bernoulli_exp(source: RandomSource, num: np.ndarray, den: int) -> np.ndarra
     k = np.ones(num.size, dtype=np.int64)
     active = np.flatnonzero(num > 0)
     while active.size:
-        success = _bernoulli_ratio(source, num[active], den, k[active])
+        success = bernoulli_ratio(source, num[active], den, k[active])
         active = active[success]
         k[active] += 1
     return (k & 1) == 1
 
 
-def _bernoulli_exp_minus_one(source: RandomSource, size: int) -> np.ndarray:
+def bernoulli_exp_minus_one(source: RandomSource, size: int) -> np.ndarray:
     """``size`` i.i.d. Bernoulli(exp(-1)) draws, mostly one uniform word each.
 
-    >>> _bernoulli_exp_minus_one(GeneratorRandomSource(np.random.default_rng(0)), 4).dtype
+    >>> bernoulli_exp_minus_one(GeneratorRandomSource(np.random.default_rng(0)), 4).dtype
     dtype('bool')
     """
     # Canonne, Kamath, Steinke 2020, Algorithm 1 with gamma = 1, where P(K >= k) = 1/(k-1)!: one
@@ -117,24 +120,24 @@ def _bernoulli_exp_minus_one(source: RandomSource, size: int) -> np.ndarray:
     return (k & 1) == 1
 
 
-def _geometric_exp_minus_one(source: RandomSource, size: int) -> np.ndarray:
+def geometric_exp_minus_one(source: RandomSource, size: int) -> np.ndarray:
     """``size`` draws of V with P(V >= v) = exp(-v): successes before the first failed Bern(1/e).
 
-    >>> bool(_geometric_exp_minus_one(GeneratorRandomSource(np.random.default_rng(0)), 3).min() >= 0)
+    >>> bool(geometric_exp_minus_one(GeneratorRandomSource(np.random.default_rng(0)), 3).min() >= 0)
     True
     """
     v = np.zeros(size, dtype=np.int64)
     active = np.arange(size)
     while active.size:
-        active = active[_bernoulli_exp_minus_one(source, active.size)]
+        active = active[bernoulli_exp_minus_one(source, active.size)]
         v[active] += 1
     return v
 
 
-def _floor_div(u: np.ndarray, v: np.ndarray, n: int, s: int) -> np.ndarray:
+def floor_div(u: np.ndarray, v: np.ndarray, n: int, s: int) -> np.ndarray:
     """Elementwise floor((u + n*v) / s), exact, raising OverflowError if a result exceeds int64.
 
-    >>> _floor_div(np.array([1, 2]), np.array([0, 3]), 4, 2).tolist()
+    >>> floor_div(np.array([1, 2]), np.array([0, 3]), 4, 2).tolist()
     [0, 7]
     """
     small = v <= (_INT64_MAX - n) // n
@@ -181,10 +184,10 @@ def discrete_laplace(source: RandomSource, scale: float, size: int) -> np.ndarra
         # so drawing it early (the paper draws it last) leaves the distribution unchanged.
         w = source.below(np.full(pending.size, 2 * n, dtype=np.int64))
         u, b = w >> 1, w & 1
-        keep = _bernoulli_exp(source, u, n)      # D ~ Bernoulli(exp(-U/n)); reject when D = 0
+        keep = bernoulli_exp(source, u, n)      # D ~ Bernoulli(exp(-U/n)); reject when D = 0
         u, b, idx = u[keep], b[keep], pending[keep]
-        v = _geometric_exp_minus_one(source, idx.size)
-        y = _floor_div(u, v, n, s)               # X = U + n*V ~ Geom(exp(-1/n)); Y = floor(X/s)
+        v = geometric_exp_minus_one(source, idx.size)
+        y = floor_div(u, v, n, s)               # X = U + n*V ~ Geom(exp(-1/n)); Y = floor(X/s)
         accept = (b == 0) | (y != 0)             # reject (B = 1, Y = 0): +0 and -0 count once
         out[idx[accept]] = np.where(b[accept] == 1, -y[accept], y[accept])
         done = np.zeros(pending.size, dtype=bool)

@@ -19,10 +19,10 @@ class RandomSource(Protocol):
         ...
 
 
-def _check_bounds(n) -> np.ndarray:
+def check_bounds(n) -> np.ndarray:
     """Validate ``below``'s argument: an int64/uint64 array with every element >= 1.
 
-    >>> _check_bounds(np.array([1, 5])).dtype
+    >>> check_bounds(np.array([1, 5])).dtype
     dtype('int64')
     """
     n = np.asarray(n)
@@ -65,7 +65,7 @@ class SystemRandomSource:
         >>> SystemRandomSource().below(np.ones(3, dtype=np.int64)).tolist()
         [0, 0, 0]
         """
-        n = _check_bounds(n)
+        n = check_bounds(n)
         bound = np.ascontiguousarray(n).reshape(-1).view(np.uint64)  # n >= 1, so the view is exact
         # Accept x only if the whole block of n values containing x fits below 2**64: then x % n is
         # exactly uniform (no modulo bias). Uint64 arithmetic wraps, so 0 - n is 2**64 - n.
@@ -96,7 +96,7 @@ class GeneratorRandomSource:
 
     def below(self, n: np.ndarray) -> np.ndarray:
         """Elementwise uniform integers in [0, n) via ``Generator.integers`` (unbiased rejection)."""
-        n = _check_bounds(n)
+        n = check_bounds(n)
         if n.size == 0:
             return np.empty(n.shape, dtype=n.dtype)
         return self.generator.integers(0, n, dtype=n.dtype)

@@ -6,7 +6,7 @@ released as its one measurement. Planning, lowering, warnings and the server loo
 here (``AGGREGATES``) instead of comparing kinds.
 
 How an aggregate is written and what its argument may be is the frontend's, which sits below the
-plan: its row of ``frontend/scope.py`` ``FORMS`` (tests/test_specs.py checks both tables name the
+plan: its row of ``frontend/scope.py`` ``FORMS`` (tests/plan/test_specs.py checks both tables name the
 same nodes). docs/architecture.md says how to add an aggregate.
 
 >>> [k.value for k, s in AGGREGATES.items() if s.direct]

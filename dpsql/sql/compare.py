@@ -24,7 +24,7 @@ Each side's ``Form`` also says whether it is exact (distinct values of the colum
 identity comparison (a link, a tie, a lookup) matches a row to at most one row of a key that is
 unique in the key side's form, so that uniqueness is checked in exactly that form
 (``key_form``; engines/duckdb_schema.py), and a plain check suffices when the form is exact.
-``tests/test_compare.py`` checks every pair against DuckDB on the types' extreme values.
+``tests/sql/test_compare.py`` checks every pair against DuckDB on the types' extreme values.
 
 >>> p = pairing("DATE", "TIMESTAMP_NS"); p.left.apply(exp.column("d")).sql("duckdb"), p.left.exact
 ('TRY_CAST(d AS TIMESTAMP_NS)', True)

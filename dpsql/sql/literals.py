@@ -3,8 +3,8 @@
 A date literal is ``DATE 'YYYY-MM-DD'`` and a timestamp literal ``TIMESTAMP 'YYYY-MM-DD[ HH:MM:SS[.f]]'``
 (sqlglot reads both as a CAST of a string). Only texts of exactly these forms, naming a real day of
 the years 1 to 9999, count as literals here: DuckDB reads every such text, as the same value
-(``tests/test_folding.py`` checks it), so a literal accepted here cannot fail to convert, whatever the
-data. Anything else (``DATE '2020-02-30'``, ``'infinity'``, other spellings) is left to DuckDB, under
+(``tests/frontend/test_folding.py`` checks it), so a literal accepted here cannot fail to convert,
+whatever the data. Anything else (``DATE '2020-02-30'``, ``'infinity'``, other spellings) is left to DuckDB, under
 TRY() where it could fail.
 
 >>> import sqlglot

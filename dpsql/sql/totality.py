@@ -199,7 +199,7 @@ CALENDAR_PARTS = {"YEAR", "MONTH", "DAY", "QUARTER", "DOW", "DOY", "WEEK", "ISOD
 
 def _calendar_part(node: exp.Expression, types: Types) -> bool:
     """YEAR(d), EXTRACT(MONTH FROM d), ...: a calendar field of a DATE or TIMESTAMP column is total
-    (NULL for +-infinity; every representable day has one; tests/test_totality.py tries the extremes).
+    (NULL for +-infinity; every representable day has one; tests/sql/test_totality.py tries the extremes).
     Bare, not under TRY(), DuckDB keeps the column's statistics: TPC-H Q9's year key then groups as a
     small integer, as the plain query's does."""
     if isinstance(node, exp.Extract):
@@ -240,7 +240,7 @@ def narrow_dates(node: exp.Expression, types: Types) -> exp.Expression:
     and a DATE literal to a TIMESTAMP at midnight, and compares a DATE column with a TIMESTAMP at
     midnight as the two days (its optimizer narrows the literal; in BETWEEN and IN it casts the
     column instead, which fails past the year 294247, so those keep the TIMESTAMP).
-    ``tests/test_totality.py`` checks it on the calendar's extremes and infinities.
+    ``tests/sql/test_totality.py`` checks it on the calendar's extremes and infinities.
     """
     for pred in list(node.find_all(*COMPARISONS, exp.Between, exp.In)):
         if isinstance(pred, exp.In) and (pred.args.get("query") or pred.args.get("unnest")):

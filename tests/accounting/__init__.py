@@ -1,0 +1,1 @@
+"""Tests of dpsql/accounting/: the ledger, analysts and their budgets, policies that evolve."""

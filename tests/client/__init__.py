@@ -1,0 +1,1 @@
+"""Tests of dpsql/client/: dpsql.remote and the CLI's --server mode against a real server."""

@@ -1,0 +1,46 @@
+"""Smoke tests of the benchmark harnesses at a tiny size: they run end to end, dpsql's answers are
+timed fresh (never a replay), and the report computes its targets. Speed targets live in
+benchmarks/README.md, not here."""
+
+from tests.support.benchmarks import load
+
+
+def test_the_core_benchmark_runs_at_10k_rows():
+    results = load("bench_core").run(rows=10_000, repeats=1)
+    assert results and all(r["dpsql_s"] > 0 and r["floor_s"] > 0 and r["dpsql_over_floor"] > 0 for r in results)
+
+
+def test_the_planning_benchmark_times_every_accepted_query():
+    result = load("bench_core").planning(repeats=1)
+    assert result["queries"] == len(result["per_query_ms"]) >= result["accepted"] > 0
+    assert 0 < result["median_ms"] <= result["p90_ms"] <= result["max_ms"]
+    assert set(result["bench_query_ms"]) == {"row", "user L=1 C=3", "user L=5 C=3"}
+
+
+def test_the_comparison_benchmark_runs_at_10k_rows(tmp_path):
+    run, report = load("run"), load("report")
+    queries = [run.BY_NAME[name] for name in ("count_sum_avg", "user_level")]   # a worker process per run
+    result = run.run(rows=[10_000], repeats=1, runs=2, accuracy_rows=10_000, data_dir=tmp_path,
+                     queries=queries, epsilons=(1.0,), log=lambda line: None,
+                     systems=("plain", "floor", "dpsql", "smartnoise"))
+    speed = {row["query"]: row for row in result["speed"]}
+    assert set(speed) == {"count_sum_avg", "user_level"}
+    for row in speed.values():
+        for system in ("plain", "floor", "dpsql"):
+            assert row[system]["wall"] > 0, (row["query"], system, row[system])
+    counts = [a for a in result["accuracy"] if a["query"] == "count_sum_avg" and a["column"] == "n"]
+    assert counts and counts[0]["dpsql"]["rmse"] > 0 and counts[0]["laplace"]["optimum_rmse"] > 0
+    markdown = report.markdown(result)
+    assert "### Targets" in markdown and "count_sum_avg" in markdown
+
+
+def test_the_planning_benchmark_plans_past_the_limits():
+    planning = load("planning")
+    assert planning.one("sum", 300, repeats=1) > 0   # 300 outputs: past the default limit of 256
+    assert planning.one("group by", 20, repeats=1) > 0
+
+
+def test_the_per_person_lists_benchmark_runs_at_5k_rows():
+    results = load("per_person_lists").run(rows=5_000, repeats=1)
+    assert [r["query"] for r in results] == list(load("per_person_lists").QUERIES)
+    assert all(r["new"]["wall_s"] > 0 for r in results)

@@ -1,0 +1,1 @@
+"""Tests of dpsql/mechanisms/: the discrete Laplace sampler, and the noise the engine actually adds."""

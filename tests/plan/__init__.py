@@ -1,0 +1,1 @@
+"""Tests of dpsql/plan/: DP partition selection."""

@@ -1,0 +1,513 @@
+"""The differential test: with the noise off and a policy that constrains nothing, dpsql answers
+exactly what plain DuckDB answers to the same SQL.
+
+The policy (``DIFF_POLICY``) has bounds that contain every value, L (max_groups_per_unit) and C
+(max_rows_per_unit) above any person's contribution, and public keys that cover every value of their
+columns (no NULL in key columns). Then contribution bounding changes nothing, and with
+``noise="identity"`` (``dpsql.testing``) each released value must equal DuckDB's, up to:
+
+* **quantisation**: values are rounded to a power-of-two grid of step g = 2**(floor(log2 M) - 20)
+  for bounds of magnitude M, so a SUM may be off by at most g/2 per row, an AVG (a centred sum over
+  a count) by g/2, a variance by g2/2 + 2*r*g1/2 (r the bounds' half-width; doubled for the sample
+  variance), a standard deviation likewise on its square; plus 1e-9 relative for floating-point
+  arithmetic (``tolerance``). Counts are exact.
+* **empty public groups**: dpsql releases every declared key, DuckDB only the groups with rows.
+  Such an extra group's counts must be 0; its other values may be anything.
+* **partition selection** (private keys, delta > 0): dpsql releases only groups whose exact unit
+  count reaches the threshold, so DuckDB may have groups dpsql lacks; those it has must match.
+* **quantiles** (MEDIAN, QUANTILE_CONT): a tree approximation; checked only to lie in
+  [min - w, max + w] of the group's values, w = one leaf of the tree, (upper - lower) / 16**4.
+* **DuckDB's NULL for no values** (SUM, AVG, VAR of nothing): dpsql releases a number there (0 for a
+  SUM): a NULL from DuckDB matches 0 for SUM, anything for AVG/VAR/STDDEV and post-processing.
+
+Rows are matched as multisets keyed by the group keys when all are selected (else greedily, with
+the tolerances); with ORDER BY on keys only, the order must match too. A query DuckDB itself fails on
+is skipped (dpsql evaluates user expressions under TRY()), and so is one with GoogleSQL per-aggregate
+bounds or max_groups_contributed (they change the answer by design); LIMIT/OFFSET are dropped from
+both sides (empty public groups would shift them). The queries: every file in grammar/accept, the
+grammar fuzzer and its mutations (tests/support/queries/) and the typed generator
+(tests/support/queries/typed.py).
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import decimal
+import math
+import re
+
+import duckdb
+import pytest
+from hypothesis import event, example, given, settings
+from hypothesis import strategies as st
+
+import dpsql
+from dpsql import testing
+from dpsql.frontend.parse import parse
+from dpsql.plan.sensitivity import TREE_LEAVES
+from tests.support.checks import COMMON, examples
+from tests.support.leak_world import LEAK_POLICY, make_base_database
+from tests.support.leaks import attempt
+from tests.support.paths import GRAMMAR
+from tests.support.queries.grammar import grammar_queries
+from tests.support.queries.mutations import mutated_queries
+from tests.support.queries.typed import typed_queries
+
+ACCEPT = sorted((GRAMMAR / "accept").glob("*.sql"))
+
+# --------------------------------------------------------------------------------------------
+# The policy that constrains nothing on this data (checked by test_the_policy_constrains_nothing)
+# --------------------------------------------------------------------------------------------
+DIFF_POLICY = copy.deepcopy(LEAK_POLICY)
+DIFF_POLICY["tables"]["people"]["columns"]["state"] = {"keys": ["CA", "NY", "TX", "WA"]}
+DIFF_POLICY["tables"]["people"]["columns"]["income"] = {"type": "float", "lower": 0, "upper": 1200}
+DIFF_POLICY["tables"]["visits"]["columns"]["cost"] = {"type": "float", "lower": 0, "upper": 70}
+DIFF_POLICY["tables"]["visits"]["max_groups_per_unit"] = 64    # a person has 20 visits: <= 20 groups
+DIFF_POLICY["tables"]["visits"]["max_rows_per_unit"] = 64      # ... and <= 20 rows in any group
+DIFF_POLICY["tables"]["prescriptions"]["columns"]["dose"] = {"type": "float", "lower": 0, "upper": 11}
+DIFF_POLICY["tables"]["prescriptions"]["max_groups_per_unit"] = 256   # a person's prescriptions: < 256
+DIFF_POLICY["tables"]["prescriptions"]["max_rows_per_unit"] = 256
+ROWS = {"people": 1000, "visits": 2000, "prescriptions": 3000, "clinics": 3}   # rows of each table (for tolerances)
+
+
+def rows_of(name: str) -> int:
+    """Rows of a table, or at most of a joined relation ("prescriptions p join visits v"): the most of its
+    tables' (joins along links never add rows; clinics' fan-out is one); a per-person table: a person each."""
+    if name in ROWS:
+        return ROWS[name]
+    parts = [part.split()[0] for part in name.split(" join ")]
+    return max((ROWS[p] for p in parts if p in ROWS), default=ROWS["visits"])
+
+COUNTS = ("count", "count_col", "units", "distinct", "count_units", "count_if")
+VARIANCES = ("var_pop", "var_samp", "stddev_pop", "stddev_samp")
+
+
+@pytest.fixture(scope="module")
+def sides():
+    """(dpsql connection, plain DuckDB connection) over the same data."""
+    db = dpsql.connect(make_base_database(), ledger=":memory:", policy=copy.deepcopy(DIFF_POLICY))
+    plain = make_base_database()
+    yield db, plain
+    db.close()
+    plain.close()
+
+
+# --------------------------------------------------------------------------------------------
+# The plain query
+# --------------------------------------------------------------------------------------------
+class Skip(Exception):
+    """This query cannot be compared (the reason is the message)."""
+
+
+DP_CLAUSE = re.compile(r"WITH\s+DIFFERENTIAL_PRIVACY(\s+OPTIONS\s*\((?P<options>[^()]*)\))?", re.I)
+LIMIT = re.compile(r"\s+LIMIT\s+\d+(\s+OFFSET\s+\d+)?\s*;?\s*\Z|\s+OFFSET\s+\d+\s*;?\s*\Z", re.I)
+
+
+def plain_sql(sql: str) -> str:
+    """The same SQL for DuckDB: without the DP clause and without LIMIT/OFFSET (also dropped from the
+    dpsql side: empty public groups would shift them)."""
+    if re.search(r"contribution_bounds_per_(row|group)", sql, re.I):
+        raise Skip("per-aggregate contribution bounds change the answer by design")
+    match = DP_CLAUSE.search(sql)
+    if match and match.group("options") and re.search(r"max_groups_contributed", match.group("options"), re.I):
+        raise Skip("max_groups_contributed overrides L")
+    return DP_CLAUSE.sub("", sql, count=1)
+
+
+def without_limit(sql: str) -> str:
+    return LIMIT.sub("", sql.rstrip().rstrip(";").rstrip())
+
+
+# --------------------------------------------------------------------------------------------
+# What each released column is
+# --------------------------------------------------------------------------------------------
+def _number(v):
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    return v
+
+
+def _key(v):
+    """A key value made comparable across DuckDB's and dpsql's types (DECIMAL vs DOUBLE, NaN)."""
+    v = _number(v)
+    if isinstance(v, float):
+        return "NaN" if math.isnan(v) else float(v)
+    return v
+
+
+class Column:
+    """One visible output: its kind and the tolerance of its comparison."""
+
+    def __init__(self, plan, index: int):
+        self.output = plan.visible_outputs[index]
+        self.plan = plan
+        self.kind = self.output.kind
+        self.measurements = [plan.measurement(n) for n in self.output.measurements]
+        self.quantile = self.kind == "quantile" or (self.kind == "expr" and self._uses_quantile(self.output))
+
+    def _uses_quantile(self, output) -> bool:
+        slots = {self.plan.slot(o): o for o in self.plan.outputs}
+        for node in output.expression.walk():
+            name = getattr(node, "name", None)
+            if name in slots and slots[name] is not output:
+                inner = slots[name]
+                if inner.kind == "quantile" or (inner.kind == "expr" and self._uses_quantile(inner)):
+                    return True
+        return False
+
+    def tolerance(self, expected: float) -> float:
+        """The largest |dpsql - DuckDB| quantisation and floating point explain (module docstring)."""
+        relative = 1e-9 * (1 + abs(expected))
+        if self.kind in COUNTS:
+            return 0.0
+        if self.kind == "sum":
+            return rows_of(self.plan.table.name) * self.measurements[0].granularity / 2 + relative
+        if self.kind == "avg":
+            return self.measurements[0].granularity / 2 + relative + 1e-12
+        if self.kind in VARIANCES:
+            first, second = self.measurements[1], self.measurements[2]
+            r = first.upper
+            tol = second.granularity / 2 + 2 * r * first.granularity / 2 + 1e-9 * (1 + r * r)
+            return 2 * tol if self.kind.endswith("_samp") else tol
+        # post-processing (SUM(x) / COUNT(*), ROUND(AVG(x), 1)): 1e-6 relative, plus as much as a sum
+        # of every row's quantisation error (counts are exact)
+        inputs = [self.plan.measurement(n) for o in self.plan.outputs for n in o.measurements]
+        steps = max((m.granularity for m in inputs if m.kind not in COUNTS), default=0.0)
+        return 1e-6 * (1 + abs(expected)) + rows_of(self.plan.table.name) * steps
+
+    def matches(self, got, expected) -> bool:
+        got, expected = _number(got), _number(expected)
+        if self.kind == "key":
+            return _key(got) == _key(expected)
+        if self.quantile:
+            return True    # checked apart (quantile_ranges)
+        if expected is None and got is not None:
+            # DuckDB's NULL for an aggregate of no values: a SUM or COUNT_IF released as 0; AVG, VAR and
+            # what is computed from them anything
+            inexact = any(self.plan.measurement(n).kind not in COUNTS for o in self.plan.outputs
+                          for n in o.measurements)
+            return (self.kind in ("sum", "count_if") and got == 0) or self.kind in ("avg", *VARIANCES) or \
+                (self.kind == "expr" and inexact)
+        if expected is None or got is None:
+            return expected is None and got is None
+        if not isinstance(expected, (int, float)) or isinstance(expected, bool):
+            return got == expected
+        if isinstance(got, bool) or not isinstance(got, (int, float)):
+            return False
+        if math.isnan(expected) or math.isnan(got):
+            return math.isnan(expected) and math.isnan(got)
+        if math.isinf(expected) or math.isinf(got):
+            return got == expected
+        if self.kind.startswith("stddev"):
+            return abs(got * got - expected * expected) <= self.tolerance(expected * expected)
+        return abs(got - expected) <= self.tolerance(expected)
+
+
+# --------------------------------------------------------------------------------------------
+# The comparison
+# --------------------------------------------------------------------------------------------
+def compare(sides, sql: str) -> str:
+    """Compare dpsql (noise off) with plain DuckDB on ``sql``; return what happened (for statistics)."""
+    db, plain = sides
+    try:
+        plain_text = plain_sql(sql)
+    except Skip as why:
+        return f"skipped: {why}"
+    ours = attempt(db, sql, noise="identity", stage="output")
+    if ours.kind == "refused":
+        return f"refused {ours.code}"
+    assert ours.kind == "answered", f"engine failure ({ours.code}: {ours.detail}) for {sql!r}"
+    plan = ours.plan
+    if plan.max_groups_option is not None:
+        return "skipped: max_groups_contributed"
+    if plan.limit is not None or plan.offset is not None:
+        unlimited = without_limit(sql)
+        if unlimited == sql.rstrip().rstrip(";").rstrip():
+            return "skipped: LIMIT not at the end"
+        ours = attempt(db, unlimited, noise="identity", stage="output")
+        assert ours.kind == "answered", (sql, ours.label(), ours.detail)
+        plain_text = without_limit(plain_text)
+    try:
+        expected = plain.execute(plain_text).fetchall()
+    except duckdb.Error as err:
+        return f"skipped: DuckDB raises {type(err).__name__}"
+    got = [tuple(r.values()) for r in ours.table.to_pylist()]
+    check_rows(sql, plan, got, expected)
+    quantile_ranges(sides, sql, plan, got)
+    return "compared"
+
+
+def check_rows(sql: str, plan, got: list[tuple], expected: list[tuple]) -> None:
+    outputs = plan.visible_outputs
+    assert len(outputs) == (len(expected[0]) if expected else len(outputs)), \
+        f"dpsql releases {len(outputs)} columns, DuckDB {len(expected[0])} for {sql!r}"
+    columns = [Column(plan, i) for i in range(len(outputs))]
+    key_positions = [i for i, o in enumerate(outputs) if o.kind == "key"]
+    all_keys = {o.key_index for o in outputs if o.kind == "key"} == set(range(len(plan.group_keys)))
+    selecting = plan.selection is not None
+
+    def key_of(row):
+        return tuple(_key(row[i]) for i in key_positions)
+
+    def same(a, b):
+        return all(c.matches(x, y) for c, x, y in zip(columns, a, b))
+
+    def empty(row):
+        return all(row[i] == 0 for i, c in enumerate(columns) if c.kind in COUNTS)
+
+    matched: list[tuple[tuple, tuple]] = []     # (dpsql row, DuckDB row)
+    if plan.group_keys and all_keys:
+        ours = {}
+        for row in got:
+            assert key_of(row) not in ours, f"group {key_of(row)} released twice for {sql!r}: {got}"
+            ours[key_of(row)] = row
+        for row in expected:
+            mine = ours.pop(key_of(row), None)
+            if mine is None:
+                assert selecting, f"group {key_of(row)} (DuckDB: {row}) missing from dpsql's answer {got} for {sql!r}"
+                continue
+            assert same(mine, row), f"group {key_of(row)}: dpsql {mine}, DuckDB {row} for {sql!r}"
+            matched.append((mine, row))
+        extra = list(ours.values())
+    else:
+        left = list(got)
+        for row in expected:
+            index = next((i for i, mine in enumerate(left) if same(mine, row)), None)
+            if index is None:
+                assert selecting, f"DuckDB's row {row} has no match in dpsql's {got} for {sql!r}"
+                continue
+            matched.append((left.pop(index), row))
+        extra = left
+    for row in extra:
+        assert not selecting and empty(row), \
+            f"dpsql releases {row}, which DuckDB does not have (and is not an empty group) for {sql!r}\n" \
+            f"dpsql: {got}\nDuckDB: {expected}"
+    # ORDER BY keys only: the same order (extra empty groups aside). The plan appends the keys as
+    # tie-breakers; DuckDB breaks ties anyhow, so only the query's own ORDER BY terms are compared.
+    order = [slot for slot, _ in plan.order][:order_terms(sql)]
+    slots = {plan.slot(o): i for i, o in enumerate(outputs)}
+    if order and all(s in slots and outputs[slots[s]].kind == "key" for s in order):
+        positions = [slots[s] for s in order]
+        # Rows are told apart by identity: with keys left out of SELECT, equal rows are distinct groups.
+        mine = [tuple(_key(r[i]) for i in positions) for r in got if not any(r is x for x in extra)]
+        theirs = [tuple(_key(r[i]) for i in positions) for r in expected if any(r is e for _, e in matched)]
+        assert mine == theirs, f"ORDER BY keys: dpsql {mine}, DuckDB {theirs} for {sql!r}"
+
+
+def order_terms(sql: str) -> int:
+    """How many ORDER BY terms the query itself has (after flattening CTEs and subqueries)."""
+    order = parse(sql).args.get("order")   # the outer query's own (subqueries carry none dpsql keeps)
+    return len(order.expressions) if order is not None else 0
+
+
+def quantile_ranges(sides, sql: str, plan, got: list[tuple]) -> None:
+    """Each released quantile lies within one leaf of [min, max] of its group's values."""
+    outputs = plan.visible_outputs
+    quantiles = [(i, o) for i, o in enumerate(outputs) if o.kind == "quantile"]
+    if not quantiles:
+        return
+    keys = [o for o in outputs if o.kind == "key"]
+    if plan.group_keys and {o.key_index for o in keys} != set(range(len(plan.group_keys))):
+        return
+    _, plain = sides
+    group = [k.expression.sql("duckdb") for k in plan.group_keys]
+    where = f" WHERE {plan.where.sql('duckdb')}" if plan.where is not None else ""
+    for i, o in quantiles:
+        argument = o.argument.sql("duckdb")
+        lower, upper = o.per_row or (o.lower, o.upper)
+        leaf = (upper - lower) / TREE_LEAVES
+        query = (f"SELECT {', '.join([*(f'({g})' for g in group), f'MIN({argument})', f'MAX({argument})'])} "
+                 f"FROM {plan.table.name}{where}" + (" GROUP BY ALL" if group else ""))
+        try:
+            ranges = {tuple(_key(v) for v in r[:-2]): r[-2:] for r in plain.execute(query).fetchall()}
+        except duckdb.Error:
+            continue
+        positions = [next(j for j, out in enumerate(outputs) if out.kind == "key" and out.key_index == k)
+                     for k in range(len(plan.group_keys))]
+        for row in got:
+            low_high = ranges.get(tuple(_key(row[p]) for p in positions))
+            if low_high is None or low_high[0] is None:
+                continue     # an empty group: any value
+            low, high = (float(_number(v)) for v in low_high)
+            value = row[i]
+            assert value is not None and low - leaf - 1e-9 <= value <= high + leaf + 1e-9, \
+                f"{o.name} = {value} outside [{low}, {high}] (+-{leaf}) in group {row} for {sql!r}"
+
+
+# --------------------------------------------------------------------------------------------
+# Tests
+# --------------------------------------------------------------------------------------------
+def test_the_policy_constrains_nothing(sides):
+    """The premise: every value inside its bounds, every key value declared, no NULL key, and no
+    person above L groups or C rows (for any GROUP BY of visits' key columns)."""
+    db, plain = sides
+    for table, spec in DIFF_POLICY["tables"].items():
+        assert plain.execute(f"SELECT COUNT(*) FROM {table}").fetchall()[0][0] == ROWS[table]
+        for name, column in spec.get("columns", {}).items():
+            if "lower" in column:
+                low, high = plain.execute(f"SELECT MIN({name}), MAX({name}) FROM {table}").fetchall()[0]
+                assert column["lower"] <= low and high <= column["upper"], (table, name, low, high)
+            if "keys" in column:
+                values = {v for (v,) in plain.execute(f"SELECT DISTINCT {name} FROM {table}").fetchall()}
+                assert values <= set(column["keys"]), (table, name, values - set(column["keys"]))
+    keys = ", ".join(k for k, c in DIFF_POLICY["tables"]["visits"]["columns"].items() if "keys" in c)
+    groups, rows = plain.execute(f"SELECT MAX(g), MAX(r) FROM (SELECT person_id, COUNT(DISTINCT ({keys})) AS g, "
+                                 f"COUNT(*) AS r FROM visits GROUP BY person_id)").fetchall()[0]
+    assert groups <= DIFF_POLICY["tables"]["visits"]["max_groups_per_unit"]
+    assert rows <= DIFF_POLICY["tables"]["visits"]["max_rows_per_unit"]
+
+
+@pytest.mark.parametrize("path", ACCEPT, ids=lambda p: p.stem)
+def test_accepted_queries_answer_what_duckdb_answers(sides, path):
+    """Every query of grammar/accept (on the fixture schema, extended) matches plain DuckDB."""
+    outcome = compare(sides, path.read_text())
+    if outcome.startswith("skipped"):
+        pytest.skip(outcome)
+    assert outcome == "compared", outcome
+
+
+def test_the_null_group_of_an_expression_over_public_keys(sides):
+    """CASE WHEN flag = 1 THEN 'one' END over flag's public keys [0, 1] has the groups 'one' and NULL;
+    DuckDB puts every flag = 0 row in the NULL group, and so must dpsql (not 0: the keys joined by =)."""
+    sql = "SELECT CASE WHEN flag = 1 THEN 'one' END AS g, COUNT(*) AS n FROM people GROUP BY g"
+    db, plain = sides
+    expected = dict(plain.execute(sql).fetchall())
+    assert expected == {"one": 500, None: 500}
+    got = dict(testing.run(db, sql, noise="identity").rows)
+    assert got == expected
+    assert compare(sides, sql) == "compared"
+
+
+NULL_GROUPS = [
+    "SELECT CASE WHEN flag = 1 THEN 'one' END AS g, SUM(f64) AS s, AVG(i32) AS a FROM visits GROUP BY g",
+    "SELECT CASE WHEN grade > 2 THEN grade END AS g, tier, COUNT(*) AS n FROM people GROUP BY g, tier ORDER BY g, tier",
+    "SELECT NULLIF(tier, 'gold') AS g, COUNT(*) AS n FROM visits GROUP BY g ORDER BY g",
+]
+
+
+@pytest.mark.parametrize("sql", NULL_GROUPS)
+def test_null_groups_of_expressions(sides, sql):
+    """More NULL groups of expressions over public keys, with sums, averages and ORDER BY."""
+    assert compare(sides, sql) == "compared"
+
+
+# COUNT_IF(cond) is DuckDB's count_if: the rows where the condition is TRUE (not FALSE, not NULL),
+# however the condition is guarded; DuckDB's NULL over no rows is a released 0.
+COUNT_IFS = [
+    "SELECT tier, COUNT_IF(f64 > 100) AS n, COUNT_IF(NOT ok) AS m, COUNT(*) AS c FROM people GROUP BY tier",
+    "SELECT clinic, COUNT_IF(i8 < 0 OR txt LIKE 'a%') AS n FROM visits GROUP BY clinic ORDER BY clinic",
+    "SELECT COUNT_IF(ok IS NULL) AS n, COUNT_IF(isnan(f64) OR day > DATE '2004-01-01') AS m FROM visits",
+    "SELECT grade, COUNT_IF(CAST(i16 AS TINYINT) > 3) AS n FROM people WHERE i16 BETWEEN -100 AND 100 GROUP BY grade",
+    "SELECT COUNT_IF(i32 > 0) AS n FROM people WHERE i32 > 1e9",
+]
+
+
+@pytest.mark.parametrize("sql", COUNT_IFS, ids=lambda s: s[:70])
+def test_count_if_is_duckdbs_count_if(sides, sql):
+    """COUNT_IF, added through the aggregate and quantity tables alone (plan/aggregates.py,
+    plan/quantities.py), answers what DuckDB's count_if does."""
+    assert compare(sides, sql) == "compared"
+
+
+# Found by this test's fuzzing (beyond the attack's list), pinned:
+FOUND = [
+    # HAVING under one TRY(): the failing `'F' = n` made the whole condition NULL, where DuckDB's OR
+    # short-circuits to TRUE; each part is guarded on its own now (rewrite.guarded)
+    "SELECT COUNT(*) AS n, COUNT(*) AS m FROM people AS p HAVING COUNT(*) = n OR 'F' = n",
+    # (a harness finding) rows equal in every selected column are distinct groups: the order check
+    # told the empty groups apart from the others by value, and dropped them all
+    "SELECT sex AS k0x, COUNT(*) * 0 AS a0, COUNT(*) * 0 AS z FROM people WHERE i8 = 0 GROUP BY sex, grade "
+    "HAVING a0 <= 0 ORDER BY k0x LIMIT 0 OFFSET 0",
+    # a unit with no value in a group (all NULL) adds the lower cap of a unit's sum, -C*B, not 0:
+    # rewrite.saturate is LEAST(GREATEST(SUM(v), -cap), cap), and DuckDB's GREATEST skips a NULL
+    "SELECT flag, SUM(TRY_CAST(u64 AS TINYINT)) AS s, AVG(TRY_CAST(u64 AS TINYINT)) AS a FROM visits GROUP BY flag",
+    "SELECT clinic, SUM(CASE WHEN f64 > 400 THEN f64 END) AS s, AVG(CASE WHEN f64 > 400 THEN f64 END) AS a "
+    "FROM visits GROUP BY clinic",
+    # non-integer literals written as DOUBLE (totality.literals_as_doubles) change DuckDB's DECIMAL semantics: a cast
+    # of 2.5 to INT rounds to 3 as DECIMAL, to 2 as DOUBLE (half to even)
+    "SELECT COUNT(*) AS n FROM people WHERE CAST(age + 0.5 AS INT) = age + 1",
+    "SELECT AVG(CAST(i16 - 0.5 AS INT)) AS a, SUM(CAST(i8 + 0.5 AS INT)) AS s FROM visits",
+]
+
+
+@pytest.mark.parametrize("sql", FOUND, ids=lambda s: s[:70])
+def test_found_differences(sides, sql):
+    """Differences from plain DuckDB this test found, pinned."""
+    assert compare(sides, sql) == "compared"
+
+
+# Keys derived from the policy's bounds (years, quarters, months from date bounds; bins of a bounded
+# number) under a range predicate on the same column, cut anywhere inside a period or a bin: a period
+# or bin that holds a matching row must be released with DuckDB's count, whichever of its days or
+# values the predicate keeps (issue 28: pruning decided on a period's first day would drop it).
+DATE_KEYS = ["YEAR(day)", "EXTRACT(YEAR FROM day)", "date_trunc('year', day)", "date_trunc('quarter', day)",
+             "date_trunc('month', day)"]
+BIN_COLUMNS = {"i8": (-100, 100), "i16": (-1000, 1000), "f64": (-1000, 1000), "dec": (-1000, 1000)}
+
+
+@st.composite
+def derived_key_queries(draw) -> str:
+    table = draw(st.sampled_from(["people", "visits"]))
+    ops = st.sampled_from([">", ">=", "<", "<=", "=", "<>"])
+    if draw(st.booleans()):
+        key = draw(st.sampled_from(DATE_KEYS))
+        day = st.dates(min_value=datetime.date(1999, 6, 1), max_value=datetime.date(2009, 6, 30))
+        conditions = [f"day {draw(ops)} DATE '{draw(day).isoformat()}'"]
+        if draw(st.booleans()):
+            low, high = sorted([draw(day), draw(day)])
+            conditions.append(f"day BETWEEN '{low.isoformat()}' AND DATE '{high.isoformat()}'")
+    else:
+        column = draw(st.sampled_from(sorted(BIN_COLUMNS)))
+        width = draw(st.sampled_from([10, 25, 100, 250]))
+        forms = [f"FLOOR({column} / {width}) * {width}", f"FLOOR({column} / {width})"]
+        if column in ("i8", "i16"):   # x // w derives bins of integer columns only (frontend/derived.py)
+            forms.append(f"{column} // {width}")
+        key = draw(st.sampled_from(forms))
+        lo, hi = BIN_COLUMNS[column]
+        value = st.decimals(lo - 50, hi + 50, places=2, allow_nan=False, allow_infinity=False).map(str)
+        conditions = [f"{column} {draw(ops)} {draw(value)}"]
+        if draw(st.booleans()):
+            conditions.append(f"{column} {draw(ops)} {draw(value)}")
+    where = f" {draw(st.sampled_from(['AND', 'OR']))} ".join(conditions)
+    return f"SELECT {key} AS g, COUNT(*) AS n, SUM(f64) AS s FROM {table} WHERE {where} GROUP BY g ORDER BY g"
+
+
+@settings(max_examples=examples(40), derandomize=True, **COMMON)
+@given(sql=derived_key_queries())
+@example(sql="SELECT YEAR(day) AS g, COUNT(*) AS n, SUM(f64) AS s FROM people WHERE day >= DATE '2003-06-01' "
+             "GROUP BY g ORDER BY g")
+@example(sql="SELECT FLOOR(f64 / 250) * 250 AS g, COUNT(*) AS n, SUM(f64) AS s FROM visits WHERE f64 > 260 "
+             "GROUP BY g ORDER BY g")
+def test_range_predicates_on_derived_keys_answer_what_duckdb_answers(sides, sql):
+    assert compare(sides, sql) == "compared"
+
+
+DIFF_SETTINGS = settings(max_examples=60, derandomize=True, **COMMON)
+
+
+@DIFF_SETTINGS
+@given(sql=grammar_queries())
+def test_grammar_queries_answer_what_duckdb_answers(sides, sql):
+    event(compare(sides, sql))
+
+
+@DIFF_SETTINGS
+@given(sql=mutated_queries())
+def test_mutated_queries_answer_what_duckdb_answers(sides, sql):
+    event(compare(sides, sql))
+
+
+@DIFF_SETTINGS
+@given(sql=typed_queries(bounds=False))
+def test_typed_queries_answer_what_duckdb_answers(sides, sql):
+    event(compare(sides, sql))
+
+
+SLOW = settings(max_examples=10_000, **COMMON)
+
+
+@pytest.mark.slow
+@SLOW
+@given(sql=st.one_of(grammar_queries(), mutated_queries(), typed_queries(bounds=False)))
+def test_generated_queries_answer_what_duckdb_answers_slow(sides, sql):
+    event(compare(sides, sql))

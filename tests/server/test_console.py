@@ -1,0 +1,250 @@
+"""The query console (dpsql/server/static/) in a real headless Chromium against a real dpsql server.
+
+An analyst logs in with a token, sees what a query would cost and how far off each output may be
+before spending anything, runs it, reads the table with its intervals and the chart with its error
+bars, watches the budget go down, opens a stored answer from the history, and reads a refusal with
+its caret under the offending column. Server strings are shown as text, never as HTML.
+
+Needs Debian's ``chromium`` (/usr/bin/chromium; ``.ci/run`` installs it) and Playwright for Python
+(the ``dev`` extra), driven at that binary: Playwright's own browser downloads are never used.
+The default run (about 20 s) keeps the main story, the refusal, HTML as text and a wrong token;
+the rest is ``-m slow``.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from dpsql import testing
+from dpsql.server import encode
+from tests.support.server import ThreadServer, call, owner
+
+CHROMIUM = os.environ.get("DPSQL_CHROMIUM", "/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+BUDGET = 3.0
+GROUPED = "SELECT sex, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY sex"
+TIMEOUT_MS = 20_000
+
+pytestmark = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
+                                reason=f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A server on a free loopback port over the test database; alice has a budget of 3."""
+    db, *_ = owner(tmp_path_factory.mktemp("console"))
+    alice = testing.ledger(db).add_analyst("alice", BUDGET)
+    with ThreadServer(db) as server:
+        yield db, alice, server.url
+    db.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright   # the dev extra; a missing module is a failure
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh tab (its own sessionStorage) that fails the test on any script error (HTTP errors are
+    expected: refusals come as 4xx answers, which Chromium also reports on the console)."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    tab.on("console", lambda m: errors.append(m.text)
+           if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    yield tab
+    context.close()
+    assert not errors, errors
+
+
+@pytest.fixture
+def console(served, page):
+    """A tab logged in as alice, the console shown."""
+    log_in(page, served[2], served[1])
+    page.wait_for_selector("#console:not([hidden])")
+    return page
+
+
+def log_in(page, url: str, token: str) -> None:
+    page.goto(url + "/")
+    page.fill("#token", token)
+    page.click("#login-form button[type=submit]")
+
+
+def spent(db) -> float:
+    return db.analyst("alice").budget.spent_epsilon
+
+
+def meter(page) -> float:
+    return page.eval_on_selector("#budget-meter", "m => m.value")
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def test_explain_run_table_chart_budget_and_history(served, page):
+    db, alice, url = served
+    log_in(page, url, alice)
+    page.wait_for_selector("#analyst:text('alice')")
+    start = BUDGET - spent(db)
+    page.wait_for_function(f"document.getElementById('budget-meter').value === {start}")
+
+    # Explain before spending: the cost and each output's expected error, as the user types.
+    page.fill("#sql", GROUPED)
+    page.wait_for_selector("#cost-value:text('ε 0.5, δ 0')")
+    expected = {o["name"]: o for o in encode.plan_doc(db.explain(GROUPED, 0.5, ci=0.95))["outputs"]}
+    rows = page.eval_on_selector_all("#outputs tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+    shown = {name: error for name, _, error in rows}
+    assert set(shown) == {"sex", "n", "avg_income"}
+    assert shown["sex"] == "exact (group key)"
+    error = re.fullmatch(r"± ([\d,.]+) at 95%", shown["n"])
+    assert error and number(error[1]) == pytest.approx(expected["n"]["expected_error"], rel=1e-5)
+    assert spent(db) == BUDGET - start, "explaining spent budget"
+
+    # Run (Ctrl+Enter): the table with intervals beside the values.
+    page.press("#sql", "Control+Enter")
+    page.wait_for_selector("#result-table tbody tr")
+    assert spent(db) == pytest.approx(BUDGET - start + 0.5)
+    headers = page.eval_on_selector_all("#result-table th", "hs => hs.map(h => h.textContent)")
+    assert headers == ["sex", "n [95% interval]", "avg_income [95% interval]"]
+    charge = call(url, "GET", "/v1/history", token=alice)[1]["queries"][-1]
+    answer = call(url, "GET", f"/v1/history/{charge['id']}", token=alice)[1]
+    cells = page.eval_on_selector_all("#result-table tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+    assert len(cells) == len(answer["rows"]) == 2
+    for row, (sex, n, n_lo, n_hi, *_) in zip(cells, answer["rows"]):
+        assert row[0] == sex and row[1] == f"{n:,} [{n_lo:,}, {n_hi:,}]"
+
+    # The chart: one per numeric output, a bar per group, whiskers from the interval columns.
+    assert page.locator("#chart svg.chart").count() == 2
+    assert page.locator("#chart rect.bar").count() == 4 and page.locator("#chart .errorbar").count() == 4
+    widths = page.eval_on_selector_all("#chart svg.chart:first-child rect.bar", "bs => bs.map(b => b.width.baseVal.value)")
+    counts = [row[1] for row in answer["rows"]]
+    assert widths[1] / widths[0] == pytest.approx(counts[1] / counts[0], rel=0.02)
+
+    # The budget meter went down by what was spent; the history lists the query.
+    assert meter(page) == pytest.approx(start - 0.5)
+    assert "ε 2.5 of 3 left" in page.text_content("#budget-text")
+    page.wait_for_selector(f"#history .history-item:has-text('{GROUPED[:30]}')")
+
+    # A stored answer from the history: the same rows again, nothing spent.
+    before = spent(db)
+    page.fill("#sql", "")
+    page.click("#history .history-item")
+    page.wait_for_selector(f"#result-note:text('Stored answer #{charge['id']}')")
+    again = page.eval_on_selector_all("#result-table tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+    assert [r[0] for r in again] == [r[0] for r in cells] and spent(db) == before
+
+    # Logging out forgets the token and leaves nothing of this analyst's on the page.
+    page.click("#logout")
+    page.wait_for_selector("#login:not([hidden])")
+    assert page.evaluate("sessionStorage.getItem('dpsql.token')") is None
+    assert page.locator("#result-table tr, #history li, #chart svg").count() == 0
+
+
+def test_a_refusal_shows_its_code_hint_and_caret_and_spends_nothing(served, console):
+    db, page = served[0], console
+    before = spent(db)
+    page.fill("#sql", "SELECT sex,\n       name\nFROM people GROUP BY sex")
+
+    # Explain already says it would be refused, with the caret.
+    page.wait_for_selector("#explain-error .refusal .code:text('DP202')")
+    page.click("#run-button")
+    page.wait_for_selector("#result-error .refusal")
+    assert page.text_content("#result-error .code") == "DP202"
+    assert "unknown column 'name'" in page.text_content("#result-error .message")
+    assert "did you mean" in page.text_content("#result-error .hint")
+    excerpt = page.text_content("#result-error pre.excerpt").split("\n")
+    source = next(line for line in excerpt if line.startswith("2 |"))
+    caret = next(line for line in excerpt if "^" in line)
+    assert caret.index("^") == source.index("name") and caret.count("^") == len("name")
+    font = page.eval_on_selector("#result-error pre.excerpt", "e => getComputedStyle(e).fontFamily")
+    assert "mono" in font.lower()
+    assert spent(db) == before and meter(page) == pytest.approx(BUDGET - before)
+
+
+def test_server_strings_are_text_never_html(console):
+    page = console
+    page.fill("#sql", 'SELECT COUNT(*) FROM "<img src=x id=injected>"')
+    page.click("#run-button")
+    page.wait_for_selector("#result-error .refusal")
+    assert "<img src=x id=injected>" in page.text_content("#result-error .refusal")
+    assert page.locator("#injected").count() == 0 and page.locator("#result-error img").count() == 0
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text and the login
+def test_a_query_over_the_budget_is_flagged_before_and_refused_with_DP402(served, console):
+    db, page = served[0], console
+    before = spent(db)
+    page.fill("#epsilon", "100")
+    page.fill("#sql", "SELECT COUNT(*) AS n FROM people")
+    page.wait_for_selector("#cost.over")
+    page.click("#run-button")
+    page.wait_for_selector("#result-error .code:text('DP402')")
+    assert "exceeded" in page.text_content("#result-error .message") and spent(db) == before
+
+
+def test_a_wrong_token_gets_a_clear_login_error(served, page):
+    url = served[2]
+    log_in(page, url, "dpsql_not-a-real-token")
+    page.wait_for_selector("#login-error:text('DP407')")
+    assert "not accepted" in page.text_content("#login-error")
+    assert page.is_hidden("#console") and page.evaluate("sessionStorage.getItem('dpsql.token')") is None
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text and the login
+def test_the_page_fits_a_narrow_window(served, browser):
+    db, alice, url = served
+    context = browser.new_context(viewport={"width": 360, "height": 740})
+    tab = context.new_page()
+    tab.set_default_timeout(TIMEOUT_MS)
+    try:
+        log_in(tab, url, alice)
+        tab.fill("#sql", "SELECT state, COUNT(*) AS n FROM people GROUP BY state")
+        tab.click("#run-button")
+        tab.wait_for_selector("#chart rect.bar")
+        width = tab.evaluate("document.documentElement.scrollWidth")
+        assert width <= 360, f"the page scrolls sideways: {width}px wide"
+    finally:
+        context.close()
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text and the login
+def test_the_tables_panel_shows_what_may_be_queried_and_inserts_names(console):
+    page = console
+    page.click("#tables summary:has-text('people')")
+    columns = dict(line.split(" ", 1) for line in page.eval_on_selector_all(
+        "#tables details[open] .columns li", "ls => ls.map(l => l.textContent)"))
+    assert columns["income"] == "double · bounds [0, 1,000]" and columns["sex"].endswith("keys: F, M")
+    assert "identifier" in columns["ssn"]
+    assert "public" in page.text_content("#tables li:has(summary:has-text('clinics')) summary")
+    page.fill("#sql", "SELECT COUNT(*) FROM ")
+    page.click("#tables details[open] .insert-table button")
+    assert page.input_value("#sql") == "SELECT COUNT(*) FROM people"
+    page.wait_for_selector("#cost-value")   # inserting explains, like typing
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text and the login
+def test_a_token_revoked_mid_session_returns_to_the_login(served, page):
+    db, _, url = served
+    carol = testing.ledger(db).add_analyst("carol", 1)
+    log_in(page, url, carol)
+    page.wait_for_selector("#analyst:text('carol')")
+    page.fill("#sql", "SELECT COUNT(*) AS n FROM people")
+    page.wait_for_selector("#cost-value")   # explained while the token was good
+    testing.ledger(db).revoke_analyst("carol")
+    page.click("#run-button")
+    page.wait_for_selector("#login-error:text('no longer accepted')")
+    assert page.is_hidden("#console") and page.evaluate("sessionStorage.getItem('dpsql.token')") is None
+    assert db.analyst("carol").budget.spent_epsilon == 0

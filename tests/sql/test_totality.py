@@ -1,0 +1,220 @@
+"""Totality by construction (dpsql/sql/totality.py): what runs bare cannot fail on any row, what can
+fail runs under TRY() and TRY() catches it, strings cannot grow without bound, and literals never
+drag a column into a DECIMAL that overflows."""
+import itertools
+
+import duckdb
+import pytest
+import sqlglot
+from sqlglot import exp
+
+import dpsql
+from dpsql.frontend.dialect import Dpsql
+from dpsql.sql.totality import literals_as_doubles, is_total, narrow_dates, string_length, string_too_long
+from tests.support import sql_tree
+
+TYPES = {
+    "ti": "TINYINT", "si": "SMALLINT", "i": "INTEGER", "bi": "BIGINT", "hi": "HUGEINT", "uti": "UTINYINT",
+    "ubi": "UBIGINT", "uhi": "UHUGEINT", "de": "DECIMAL(18,3)", "f": "FLOAT", "d": "DOUBLE", "s": "VARCHAR",
+    "b": "BOOLEAN", "dt": "DATE", "ts": "TIMESTAMP",
+}
+# Each row holds the extremes of every type: minimum, maximum, NaN, infinities, huge and empty
+# strings, the edges of the calendar, NULL.
+ROWS = [
+    "(-128, -32768, -2147483648, -9223372036854775808, -170141183460469231731687303715884105727, 0, 0, 0, "
+    "-999999999999999.999, '-inf', 'nan', '', false, '-5877641-06-25', '-290308-12-22 00:00:00')",
+    "(127, 32767, 2147483647, 9223372036854775807, 170141183460469231731687303715884105727, 255, "
+    "18446744073709551615, 340282366920938463463374607431768211455, 999999999999999.999, 'inf', 1e308, "
+    "repeat('ß\u0301x', 30000), true, '5881580-07-10', '294247-01-10 04:00:54')",
+    "(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1e308, '\\', NULL, 'infinity', '-infinity')",
+    "(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+]
+
+
+@pytest.fixture(scope="module")
+def con():
+    c = duckdb.connect()
+    c.execute(f"CREATE TABLE t ({', '.join(f'{name} {t}' for name, t in TYPES.items())})")
+    for row in ROWS:
+        c.execute(f"INSERT INTO t VALUES {row}")
+    return c
+
+
+def parse(text):
+    return sqlglot.parse_one(text, read=Dpsql)
+
+
+def runs_on_every_row(con, text, wrap_try):
+    """Evaluate on every adversarial row; binder errors (free refusals, data-independent) skip."""
+    node = literals_as_doubles(parse(text))
+    expression = f"TRY({node.sql('duckdb')})" if wrap_try else node.sql("duckdb")
+    try:
+        relation = con.sql(f"SELECT {expression} FROM t")
+    except duckdb.Error:
+        return None   # refused while binding: the same for every database
+    relation.fetchall()
+    return True
+
+
+COLUMNS = list(TYPES)
+LITERALS = ["0", "1", "-1", "0.5", "0.0000000000000000000000000000000001", "1e300", "-1e300",
+            "99999999999999999999", "-9223372036854775808", "'x'", "''", "TRUE", "NULL",
+            "DATE '2020-01-01'", "DATE '0001-01-01'", "DATE '9999-12-31'", "TIMESTAMP '2020-01-01 10:00:00'",
+            "TIMESTAMP '0001-01-01 00:00:00'", "TIMESTAMP '9999-12-31 23:59:59.999999'"]
+COMPARISONS = ["=", "<>", "<", ">=", "<=", ">"]
+
+
+def total_candidates():
+    for c, op, lit in itertools.product(COLUMNS, COMPARISONS, LITERALS):
+        yield f"{c} {op} {lit}"
+    for a, b in itertools.combinations(COLUMNS, 2):
+        yield f"{a} < {b}"
+    for c in COLUMNS:
+        yield f"{c} IN (1, 300, -129, 0.5, 1e300)"
+        yield f"{c} BETWEEN -1 AND 0.5"
+        yield f"{c} IS NULL"
+        yield f"NOT {c}"
+        yield f"{c} AND TRUE"
+        yield f"-{c}"
+        yield f"{c} LIKE 'x%\\'"
+        for part in ("year({c})", "month({c})", "day({c})", "quarter({c})", "dayofweek({c})", "dayofyear({c})",
+                     "extract(year FROM {c})", "extract(week FROM {c})", "extract(isodow FROM {c})",
+                     "year({c}) > 2020", "quarter({c}) = 1.5", "dayofweek({c}) < bi", "month({c}) IN (1, 300)"):
+            yield part.format(c=c)
+
+
+@pytest.mark.parametrize("text", list(total_candidates()))
+def test_what_is_called_total_never_raises(con, text):
+    """Anything is_total accepts runs bare on the extremes of every type without an error."""
+    if is_total(parse(text), TYPES.get):
+        runs_on_every_row(con, text, wrap_try=False)
+
+
+FUNCTIONS = [
+    "abs({n})", "sign({n})", "round({n})", "round({n}, 2)", "floor({n})", "ceil({n})", "sqrt({n})", "ln({n})",
+    "log10({n})", "exp({n})", "pow({n}, {n})", "{n} + {n}", "{n} - {n}", "{n} * {n}", "{n} / {n}", "{n} // {n}",
+    "{n} % {n}", "-{n}", "greatest({n}, {n})", "least({n}, {n})", "coalesce({n}, 1)", "nullif({n}, 0)",
+    "CASE WHEN {n} > 0 THEN {n} ELSE -{n} END", "if({n} > 0, 1, 0)", "CAST({n} AS TINYINT)", "CAST({n} AS INTEGER)",
+    "CAST({n} AS BIGINT)", "CAST({n} AS HUGEINT)", "CAST({n} AS UBIGINT)", "CAST({n} AS DOUBLE)",
+    "CAST({n} AS DECIMAL)", "CAST({n} AS VARCHAR)", "CAST({n} AS DATE)", "CAST({n} AS BOOLEAN)",
+    "TRY_CAST({n} AS TINYINT)", "lower({n})", "upper({n})", "length({n})", "trim({n})", "substring({n}, 2, 3)",
+    "concat({n}, 'x')", "{n} || 'x'", "starts_with({n}, 'x')", "contains({n}, 'x')", "left({n}, -2)",
+    "right({n}, 3)", "replace({n}, 'x', 'yy')", "year({n})", "month({n})", "day({n})", "quarter({n})",
+    "dayofweek({n})", "dayofyear({n})", "extract(year FROM {n})", "date_trunc('month', {n})",
+    "isnan({n})", "isinf({n})", "regexp_matches({n}, '(a|b)+')", "regexp_matches({n}, '(')",
+    "{n} LIKE '%x_'", "{n} ILIKE 'SS%'", "CAST({n} AS DATE) + 1", "CAST({n} AS TIMESTAMP)",
+]
+
+
+@pytest.mark.parametrize("template", FUNCTIONS)
+def test_every_allowed_function_fails_only_in_ways_try_catches(con, template):
+    """Under TRY(), every allowlisted function and operator, given the extremes of every type, either
+    binds and runs on every row, or is refused while binding (before anything is spent)."""
+    ran = [runs_on_every_row(con, template.format(n=c), wrap_try=True) for c in COLUMNS]
+    assert any(ran), f"{template} never binds: the test does not exercise it"
+
+
+def test_try_does_not_catch_everything(con):
+    """Why the allowlist matters: a LIKE pattern ending in its ESCAPE character fails at run time,
+    under TRY() too, and only when a row reaches it (so ESCAPE is not in the dialect)."""
+    with pytest.raises(duckdb.Error):
+        con.sql("SELECT TRY(s LIKE '\\' ESCAPE '\\') FROM t").fetchall()
+    assert con.sql("SELECT TRY(s LIKE '\\' ESCAPE '\\') FROM t WHERE false").fetchall() == []
+
+
+def test_decimal_literals_become_doubles():
+    """0.5 would be a DECIMAL in DuckDB, and a BIGINT column compared with it is cast to a DECIMAL
+    that a large value overflows; as a DOUBLE it cannot."""
+    assert literals_as_doubles(parse("bi > 0.0000000000000000000000000000000001 AND d < 1.5 AND i = 3")).sql() == \
+        "bi > 0.0000000000000000000000000000000001e0 AND d < 1.5e0 AND i = 3"
+
+
+# What a DATE or TIMESTAMP column is compared with: its own type's literals at the calendar's edges,
+# the other type's (at midnight or not), strings naming a day or an instant, and strings that do not.
+TEMPORAL_OPERANDS = ["DATE '2020-01-01'", "DATE '0001-01-01'", "DATE '9999-12-31'", "TIMESTAMP '1998-09-02 00:00:00'",
+                     "TIMESTAMP '2020-01-01 10:00:00'", "TIMESTAMP '9999-12-31 23:59:59.999999'", "'2020-06-01'",
+                     "'1992-01-01 12:30:00'", "'2020-02-30'", "'infinity'", "'5881580-07-10'"]
+
+
+def temporal_comparisons():
+    for c, op, lit in itertools.product(["dt", "ts"], COMPARISONS, TEMPORAL_OPERANDS):
+        yield f"{c} {op} {lit}"
+    for c in ("dt", "ts"):
+        yield f"{c} BETWEEN DATE '1992-01-01' AND TIMESTAMP '1998-09-02 00:00:00'"
+        yield f"{c} BETWEEN '1992-01-01' AND '1998-12-31'"
+        yield f"{c} IN (DATE '2020-01-01', '2020-06-01', TIMESTAMP '2021-01-01 00:00:00')"
+
+
+@pytest.mark.parametrize("text", list(temporal_comparisons()))
+def test_dates_compared_with_literals_of_their_type_are_total_and_unchanged(con, text):
+    """A comparison's literals written in its DATE or TIMESTAMP column's type (narrow_dates) give the
+    same value on every row as DuckDB gives the comparison as written (extremes, infinities, NULL
+    included); and a comparison of one temporal type runs bare without an error."""
+    narrowed = narrow_dates(parse(text), TYPES.get)
+    expected = con.sql(f"SELECT TRY({parse(text).sql('duckdb')}) FROM t").fetchall()
+    assert con.sql(f"SELECT TRY({narrowed.sql('duckdb')}) FROM t").fetchall() == expected
+    if is_total(narrowed, TYPES.get):
+        assert con.sql(f"SELECT {narrowed.sql('duckdb')} FROM t").fetchall() == expected
+
+
+def test_which_date_comparisons_run_bare():
+    def total(text):
+        return is_total(narrow_dates(parse(text), TYPES.get), TYPES.get)
+    bare = ["dt <= DATE '1998-09-02'", "dt <= TIMESTAMP '1998-09-02 00:00:00'", "dt > '2020-06-01'",
+            "ts >= TIMESTAMP '2020-01-01 10:00:00'", "ts < DATE '2020-01-01'", "ts = '2020-01-01 10:00:00'",
+            "dt BETWEEN DATE '1994-01-01' AND '1994-12-31'", "dt IN (DATE '2020-01-01', '2020-01-02')",
+            "dt < DATE '9999-12-31' AND ts > TIMESTAMP '0001-01-01 00:00:00'", "year(dt) > 2020",
+            "extract(month FROM ts) IN (1, 2)"]
+    tried = ["dt < TIMESTAMP '1998-09-02 10:00:00'", "dt BETWEEN DATE '1992-01-01' AND TIMESTAMP '1998-09-02 00:00:00'", "dt > '2020-02-30'", "dt > 'infinity'", "dt < ts",
+             "dt > DATE '2020-02-30'", "dt = 1", "year(dt) > '2020'", "dt + 1 > DATE '2020-01-01'"]
+    assert all(total(t) for t in bare), [t for t in bare if not total(t)]
+    assert not any(total(t) for t in tried), [t for t in tried if total(t)]
+
+
+def test_the_classifier_knows_what_can_fail():
+    total = ["bi > 0.5", "ti = 1000", "s = 'x'", "b = TRUE", "ubi > -1", "d IN (1, 2.5)", "s LIKE 'a%'",
+             "NOT b", "bi IS NULL", "ti < ubi", "year(dt)", "extract(week FROM ts)", "dayofweek(dt)"]
+    partial = ["de > 1", "uhi > -1", "-ti > 0", "ti + 1 > 0", "s = 5", "dt > '2020-01-01'", "NOT ti",
+               "dt < ts", "bi > 99999999999999999999", "s LIKE s", "year(s)", "extract(epoch FROM ts)",
+               "year(dt + 1)", "month(bi)"]
+    assert all(is_total(parse(t), TYPES.get) for t in total)
+    assert not any(is_total(parse(t), TYPES.get) for t in partial)
+
+
+@pytest.mark.parametrize("text, bound", [
+    ("s", (1, 0)), ("'abc'", (0, 3)), ("s || s || 'x'", (2, 1)), ("upper(s)", (2, 0)),
+    ("replace(s, 'a', 'bbb')", (3, 0)), ("replace(replace(s, 'ab', 'c'), 'c', 'dd')", (2, 0)),
+    ("left(s, 2)", (1, 0)), ("CAST(bi AS VARCHAR)", (0, 64)), ("length(s)", (0, 64)),
+])
+def test_string_length_bounds(text, bound):
+    assert string_length(parse(text), TYPES.get) == bound
+
+
+@pytest.mark.parametrize("text", [
+    "replace(replace(s, 'a', 'aaaaaaaaaa'), 'a', 'aaaaaaaaaa')",
+    "length(replace(replace(s, 'a', 'aaaaaaaaaa'), 'a', 'aaaaaaaaaa')) > 1",   # only its length is used
+    "replace(s, s, 'x')", "replace(s, '', 'x')", "replace(s, 'a', s)",
+])
+def test_strings_that_could_blow_up_are_refused(text):
+    assert string_too_long(parse(text), TYPES.get) is not None
+
+
+def test_nested_replace_is_refused_before_it_can_exhaust_memory(db):
+    """The attack: memory (and time) that only explodes on the database where a row holds the
+    matched character. The query is refused for free, with DP313 and a caret on the REPLACE."""
+    sql = ("SELECT COUNT(*) FROM people WHERE length(" + "replace(" * 8 + "zip" +
+           ", '0', '00000000000000000000')" * 8 + ") > 1")
+    err = pytest.raises(dpsql.DpsqlError, db.sql, sql).value
+    assert err.code == "DP313" and err.rule == "bounded_strings"
+    assert sql[err.start:err.end + 1].lower().startswith("replace(")
+
+
+def test_the_test_seam_couples_the_choice_of_partitions(db):
+    """dpsql.testing ranks a unit's partitions by a hash of (unit, key), so two runs, and two
+    neighbouring databases, choose the same L partitions for every other unit; db.sql draws them."""
+    from dpsql import testing
+    sql = "SELECT clinic, SUM(cost) FROM visits GROUP BY clinic"   # 3 clinics, L = 2: sampled
+    seam, drawn = sql_tree.tree(testing.lower(db, sql)), sql_tree.tree(db.explain(sql))
+    assert sql_tree.calls(seam, "hash") and not sql_tree.has(seam, exp.Rand)
+    assert sql_tree.has(drawn, exp.Rand) and not sql_tree.calls(drawn, "hash")
+    assert testing.run(db, sql).rows == testing.run(db, sql).rows

@@ -1,0 +1,69 @@
+"""A plan's exact stages run on a small table ``t (u BIGINT, grp VARCHAR, v DOUBLE)`` with the noise off:
+the per-partition measurements the rewritten SQL computes, or any of its stages (``__rows``,
+``__bounded``, a quantile tree's levels). tests/properties/test_sensitivity.py checks the sensitivities on
+them; tests/lower/test_quantile.py the quantile tree's counts."""
+import duckdb
+import sqlglot
+from hypothesis import strategies as st
+from sqlglot import exp
+
+import dpsql
+from tests.support import sql_tree
+
+KEYS = ["a", "b", "c"]
+VALUES = st.one_of(
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.floats(min_value=-100, max_value=100),
+    st.integers(min_value=-50, max_value=50).map(float),
+)
+ROW = st.tuples(st.integers(0, 6), st.sampled_from(KEYS + ["zz", None]), VALUES)
+
+
+def exact_sql(plan, final: str = "SELECT * FROM __noisy") -> str:
+    """The plan's rewritten SQL with noise off: the per-partition exact measurements (__noisy).
+
+    Partition sampling keys on a hash of (unit, key) instead of random(): the bound must hold for any
+    choice a unit makes about its own rows, and a fixed rule couples D and D' on the other units.
+    """
+    tree = sqlglot.parse_one(plan.rewritten_sql, read="duckdb")
+
+    def coupled(node):
+        if isinstance(node, exp.Alias) and node.alias == "__r":
+            keys = [exp.column(f"k{i}", quoted=True) for i in range(len(plan.group_keys))]
+            key = exp.Anonymous(this="hash", expressions=[exp.column("__unit", quoted=True), *keys])
+            return exp.alias_(exp.Mod(this=key, expression=exp.Literal.number(2 ** 53)), "__r")
+        return node
+
+    tree = tree.transform(coupled)
+    return _with_final(tree, final)
+
+
+def _with_final(tree: exp.Select, final: str) -> str:
+    query = sqlglot.parse_one(final, read="duckdb")
+    query.set("with_", tree.args["with_"])
+    return query.sql("duckdb")
+
+
+def noiseless(rows, plan) -> duckdb.DuckDBPyConnection:
+    """Table t holding ``rows``, with the plan's noise function registered as the identity."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
+    if rows:
+        con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+    (name,) = sql_tree.qualified_calls(sql_tree.tree(plan), "system.main")
+    con.create_function(name, lambda x, n, k: x, [duckdb.sqltype("BIGINT")] * 3, duckdb.sqltype("BIGINT"),
+                        type="arrow", side_effects=True)
+    return con
+
+
+def plan_for(unit, L, C, lower, upper, sql):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
+    policy = {"budget": {"epsilon": 10}, "tables": {"t": {
+        "privacy_unit": unit, "max_groups_per_unit": L, "max_rows_per_unit": C,
+        "columns": {"grp": {"keys": KEYS}, "v": {"lower": lower, "upper": upper}}}}}
+    return dpsql.connect(con, ledger=":memory:", policy=policy).explain(sql, epsilon=1.0, delta=1e-5)
+
+
+bounds = st.tuples(st.floats(-1000, 1000), st.floats(-1000, 1000)).map(sorted)
