@@ -10,7 +10,8 @@ the sensitivity), so a query is charged at ``(plan.epsilon, plan.delta)``, its o
 guarantee, and records what it released (``Plan.releases()``) for the accountant. Every ledger row
 records the accountant that charged it (column ``composition``).
 
->>> check_fits(Cost.of(0.1, 0), Cost.of(0.2, 0), Cost.of(0.3, 0))   # 0.1 + 0.2 fits 0.3 exactly
+>>> (Cost.of(0.1, 0) + Cost.of(0.2, 0)).fits_within(Cost.of(0.3, 0))   # 0.1 + 0.2 fits 0.3 exactly
+True
 >>> Cost.of(0.1, 0) + Cost.of(0.2, 0) == Cost.of(0.3, 0)
 True
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Iterable
 
-from dpsql.errors import BudgetExceeded, InternalError
+from dpsql.errors import InternalError
 
 # Enough digits that adding any two finite doubles is exact; Inexact is trapped, never rounded.
 _EXACT = decimal.Context(prec=2000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
@@ -90,14 +91,6 @@ def add_all(amounts: Iterable[tuple[Decimal, Decimal]]) -> Cost:
             epsilon += e
             delta += d
     return Cost(epsilon, delta)
-
-
-def check_fits(spent: Cost, want: Cost, total: Cost, *, budget: str | None = None, hint: str = "") -> None:
-    """Raise BudgetExceeded (exact requested, remaining and difference; which ``budget``) unless
-    spent + want fits (basic composition)."""
-    if not (spent + want).fits_within(total):
-        remaining = total - spent
-        raise BudgetExceeded(want.as_tuple(), remaining, budget=budget, hint=hint)
 
 
 @dataclass(frozen=True)

@@ -99,5 +99,6 @@ def at_total_delta(epsilon: float, total: Cost, anything: bool) -> Report:
     delta: spent (epsilon, total delta), remaining (total epsilon - epsilon, total delta)."""
     if not anything:
         return Report((0.0, 0.0), (float(total.epsilon), float(total.delta)), at_delta=True)
-    left = float(total.epsilon) - epsilon if math.isfinite(epsilon) else -math.inf
+    # The difference of two decimals (a float's repr is its shortest decimal): 1 - 0.1 shows as 0.9.
+    left = float(total.epsilon - Decimal(repr(epsilon))) if math.isfinite(epsilon) else -math.inf
     return Report((epsilon, float(total.delta)), (left, float(total.delta)), at_delta=True)

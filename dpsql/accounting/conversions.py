@@ -101,5 +101,8 @@ def rho_for(epsilon: float, delta: float) -> float:
     log_inv = -math.log(delta)
     alpha = _best_alpha(lambda a: -(epsilon - _offset(a, log_inv)[0]) / a)
     offset, error = _offset(alpha, log_inv)
-    rho = (epsilon - offset - error) / alpha
-    return max(0.0, rho - _SLACK * abs(rho))
+    rho = max(0.0, (epsilon - offset - error) / alpha * (1 - _SLACK))
+    # zcdp_epsilon searches its own alpha and adds its own slack: step down until it agrees.
+    while rho > 0 and zcdp_epsilon(rho, delta) > epsilon:
+        rho = rho * (1 - 1e-9)
+    return rho

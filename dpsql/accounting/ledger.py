@@ -1,8 +1,9 @@
 """The budget ledger: every spend is recorded durably in SQLite before the query runs.
 
 Charge before release (docs/architecture.md, threat model 6). ``reserve`` runs in one ``BEGIN IMMEDIATE``
-transaction: it sums every recorded charge, refuses with ``BudgetExceeded`` (nothing written) if
-the new cost does not fit, else inserts a ``reserved`` row and commits (WAL, ``synchronous=FULL``:
+transaction: the accountant in force (the policy's: basic, zcdp or pld; accounting/accountants.py)
+composes every recorded charge with the new one, and it refuses with ``BudgetExceeded`` (nothing
+written) if they do not fit, else inserts a ``reserved`` row with what the query released and commits (WAL, ``synchronous=FULL``:
 on disk before DuckDB starts). SQLite lets one writer at a time into that transaction, so two
 processes can never both pass a check only one of them fits. The row becomes ``released`` (with
 the answer, for replay) or ``failed``; a crash leaves it ``reserved``. All three count as spent.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import sqlite3
 import threading
 import warnings
@@ -138,8 +140,10 @@ class Ledger:
             AuthError (DP407): the analyst is unknown or revoked; nothing is written.
             LedgerError (DP404-DP406): the ledger is foreign, locked or corrupt; nothing is spent.
         """
+        charge = Charged(cost.epsilon, cost.delta, None if releases is None else tuple(releases))
         with self._lock, self._store.errors("charge"):
             db = self._store.ensure()
+            self._catch_up(db, charge)
             with self._store.transaction(db):
                 own = None if analyst is None else self._can_spend(db, analyst)
                 if replay_key is not None and not fresh:
@@ -152,7 +156,6 @@ class Ledger:
                         return Ticket(row[0], answer)
                 total, name = self._store.in_force(db)
                 accountant = self._accountant(name)
-                charge = Charged(cost.epsilon, cost.delta, None if releases is None else tuple(releases))
                 mine = None if own is None else self._fits(
                     db, accountant, charge, own, analyst, budget=f"analyst {analyst!r}",
                     hint="nothing was spent; ask for less, repeat an identical earlier query (free), "
@@ -380,6 +383,20 @@ class Ledger:
                                       "of dpsql")
         return found
 
+    def _catch_up(self, db: sqlite3.Connection, charge: Charged) -> None:
+        """Compose the history committed so far, and the new charge alone, before taking the write lock,
+        so that the charge's ``BEGIN IMMEDIATE`` composes only what other writers committed since with
+        the charge (a process's first pld charge imports dp-accounting, builds its releases' PLDs and
+        composes the whole history: seconds that would hold every other writer's lock, up to DP405).
+        Only speed depends on it: the check in the transaction reads every row past what is kept."""
+        db.execute("BEGIN")
+        try:
+            accountant = self._accountant(self._store.in_force(db)[1])
+            self._spent(db, accountant)
+            accountant.compose(accountant.empty(), [charge])
+        finally:
+            db.execute("COMMIT")
+
     def _spent(self, db: sqlite3.Connection, accountant: Accountant, analyst: str | None = None):
         """The history of all (None) or one analyst composed by ``accountant``, read inside the caller's
         transaction; composed once and kept between charges (accounting/history.py)."""
@@ -399,10 +416,11 @@ class Ledger:
         if not now_.at_delta:    # sums: the exact remaining and difference, as ever
             raise BudgetExceeded(requested, total - state, budget=budget, hint=hint)
         would = accountant.report(after, total).spent[0]
+        left = now_.remaining[0] if math.isfinite(now_.remaining[0]) else 0.0   # no epsilon left at that delta
         raise BudgetExceeded(
-            requested, (Decimal(repr(now_.remaining[0])), total.delta), budget=budget, hint=hint,
+            requested, (Decimal(repr(left)), total.delta), budget=budget, hint=hint,
             composed=f"under {accountant.name} accounting the history with it would be epsilon={would:g} at "
-                     f"delta={total.delta:g}, over the total epsilon={total.epsilon:g}")
+                     f"delta={total.delta:g}, more than {total.epsilon:g}")
 
 
 def _no_analyst(analyst: str | None) -> AuthError:

@@ -44,3 +44,9 @@ def test_the_per_person_lists_benchmark_runs_at_5k_rows():
     results = load("per_person_lists").run(rows=5_000, repeats=1)
     assert [r["query"] for r in results] == list(load("per_person_lists").QUERIES)
     assert all(r["new"]["wall_s"] > 0 for r in results)
+
+
+def test_the_ledger_accountants_benchmark_times_a_charge_under_each_accountant():
+    results = load("ledger_accountants").run(charges=[10], repeats=2)
+    assert [r["accountant"] for r in results] == ["basic", "zcdp", "pld"]
+    assert all(r["median_ms"] > 0 and r["first_ms"] > 0 for r in results)
