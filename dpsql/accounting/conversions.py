@@ -102,7 +102,9 @@ def rho_for(epsilon: float, delta: float) -> float:
     alpha = _best_alpha(lambda a: -(epsilon - _offset(a, log_inv)[0]) / a)
     offset, error = _offset(alpha, log_inv)
     rho = max(0.0, (epsilon - offset - error) / alpha * (1 - _SLACK))
-    # zcdp_epsilon searches its own alpha and adds its own slack: step down until it agrees.
+    # zcdp_epsilon searches its own alpha and adds its own slack: step down until it agrees (steps
+    # doubling from 1e-12, so a disagreement of any size ends in a few dozen steps, at 0 at worst).
+    step = 1e-12
     while rho > 0 and zcdp_epsilon(rho, delta) > epsilon:
-        rho = rho * (1 - 1e-9)
+        rho, step = (rho * (1 - step) if step < 0.5 else 0.0), step * 2
     return rho
