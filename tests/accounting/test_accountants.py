@@ -179,6 +179,16 @@ def test_few_charges_fit_as_basic_sums_them_and_many_fit_more(name):
         "an analyst's budget without delta: basic's sum"
 
 
+@pytest.mark.parametrize("name", ACCOUNTANTS)
+def test_deltas_add_across_charges_under_every_accountant(name):
+    book = Ledger(MEMORY, policy(name))
+    for _ in range(2):
+        book.reserve(Cost.of(0.1, 4e-7), sql="q", plan="p")    # kept between the two charges
+    assert book.budget().spent_delta == (8e-7 if name == "basic" else 1e-6)
+    with pytest.raises(BudgetExceeded):
+        book.reserve(Cost.of(0.1, 4e-7), sql="q", plan="p")    # 1.2e-6 of delta: over 1e-6 whatever composes it
+
+
 # --- how many 0.01-epsilon counts fit (1, 1e-6) ---------------------------------------------------------
 
 @pytest.fixture(scope="module")
