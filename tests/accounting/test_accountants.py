@@ -36,7 +36,8 @@ from tests.support.server import ThreadServer, call
 
 TOTAL = Cost.of(1, 1e-6)
 POLICY = {"budget": {"epsilon": 1.0, "delta": 1e-6},
-          "tables": {"people": {"privacy_unit": "person_id", "columns": {"sex": {"keys": ["F", "M"]}}}}}
+          "tables": {"people": {"privacy_unit": "person_id",
+                                "columns": {"sex": {"keys": ["F", "M"]}, "age": {"type": "int"}}}}}
 COUNT = "SELECT COUNT(*) AS n FROM people"
 
 
@@ -196,20 +197,22 @@ def people(tmp_path_factory):
     path = tmp_path_factory.mktemp("people") / "people.duckdb"
     con = duckdb.connect(str(path))
     con.execute("CREATE TABLE people AS SELECT range AS person_id, "
-                "CASE WHEN range % 2 = 0 THEN 'F' ELSE 'M' END AS sex FROM range(500)")
+                "CASE WHEN range % 2 = 0 THEN 'F' ELSE 'M' END AS sex, range % 7 AS age FROM range(500)")
     con.close()
     return str(path)
 
 
 def test_the_connection_stores_what_the_plan_releases(people, tmp_path):
-    ledger = str(tmp_path / "l.sqlite")
+    ledger, sql = str(tmp_path / "l.sqlite"), "SELECT age, COUNT(*) AS n FROM people GROUP BY age"
     db = dpsql.connect(people, policy=policy_doc("pld"), ledger=ledger)
-    db.sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex", epsilon=0.2, fresh=True)
-    plan = db.explain("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex", epsilon=0.2)
+    db.sql(sql, epsilon=0.2, delta=1e-7, fresh=True)    # private keys: partition selection's delta too
+    plan = db.explain(sql, epsilon=0.2, delta=1e-7)
     db.close()
     with sqlite3.connect(ledger) as con:
-        (stored,) = con.execute("SELECT releases FROM charges").fetchone()
+        stored, epsilon, delta = con.execute("SELECT releases, epsilon, delta FROM charges").fetchone()
     assert [Release.from_json(doc) for doc in json.loads(stored)] == list(plan.releases())
+    assert Release.approximate(0, 1e-7) in plan.releases()
+    assert (Decimal(epsilon), Decimal(delta)) == (Decimal("0.2"), Decimal("1E-7")), "charged its own guarantee"
 
 
 @pytest.mark.parametrize("name, fits", [("basic", 100), ("zcdp", 487), ("pld", 562)])
