@@ -26,8 +26,6 @@ from dpsql.accounting.pld import PLD
 from dpsql.accounting.zcdp import ZCDP
 from dpsql.policy.model import ACCOUNTANTS as NAMES
 
-# The names the policy accepts (policy/model.py, below this layer), in its order.
-
 
 @dataclass(frozen=True)
 class Both:
@@ -63,6 +61,7 @@ class AtLeastBasic:
 
 
 _ALL: tuple[Accountant, ...] = (BASIC, AtLeastBasic(ZCDP), AtLeastBasic(PLD))
+# By the names the policy accepts (policy/model.py, below this layer), in its order.
 ACCOUNTANTS: dict[str, Accountant] = {a.name: a for a in sorted(_ALL, key=lambda a: NAMES.index(a.name))}
 
 __all__ = ["ACCOUNTANTS", "Accountant", "Charged", "Report"]
