@@ -54,11 +54,12 @@ def _accounted(state) -> str:
     >>> from dpsql.accounting.budget import Budget
     >>> print(_accounted(Budget(1.0, 1e-6, 0.5, 1e-6, accountant="zcdp", terms={"rho": 0.01, "rho_total": 0.02},
     ...                         remaining=(0.5, 1e-6))))
-    accountant zcdp: the history composed, as an epsilon at delta 1e-06 (spent and remaining above); rho 0.01, rho total 0.02
+    accountant zcdp: spent and remaining above are epsilons at delta 1e-06, the smaller of its bound and the sum; its own terms: rho 0.01, rho total 0.02
     """
-    terms = "; " + ", ".join(f"{k.replace('_', ' ')} {_amount(v)}" for k, v in state.terms.items()) if state.terms else ""
-    return (f"accountant {state.accountant}: the history composed, as an epsilon at delta {_amount(state.total_delta)} "
-            f"(spent and remaining above){terms}")
+    terms = "; its own terms: " + ", ".join(f"{k.replace('_', ' ')} {_amount(v)}" for k, v in state.terms.items()) \
+        if state.terms else ""
+    return (f"accountant {state.accountant}: spent and remaining above are epsilons at delta {_amount(state.total_delta)}, "
+            f"the smaller of its bound and the sum{terms}")
 
 
 def _unique_keys(columns: Sequence[str]) -> list[str]:

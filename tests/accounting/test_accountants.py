@@ -351,7 +351,7 @@ def test_the_budget_shows_in_the_accountants_terms_and_as_epsilon_at_delta(peopl
     runner = CliRunner()
     text = runner.invoke(cli.main, ["budget", "--ledger", ledger])
     assert text.exit_code == 0, text.output
-    assert "accountant zcdp: the history composed, as an epsilon at delta 1e-06" in text.stdout
+    assert "accountant zcdp: spent and remaining above are epsilons at delta 1e-06" in text.stdout
     assert f"rho {budget.terms['rho']:.12g}" in text.stdout
     doc = json.loads(runner.invoke(cli.main, ["budget", "--ledger", ledger, "--format", "json"]).stdout)
     assert (doc["accountant"], doc["at_delta"], doc["spent"]["epsilon"]) == ("zcdp", True, budget.spent_epsilon)
