@@ -366,3 +366,22 @@ def test_the_budget_shows_in_the_accountants_terms_and_as_epsilon_at_delta(peopl
     assert status == 200 and (body["accountant"], body["at_delta"]) == ("zcdp", True)
     assert body["spent"]["epsilon"] == 0.05 and body["terms"]["rho"] == pytest.approx(0.00125, rel=1e-3)
     assert (mine.accountant, mine.spent_epsilon, mine.remaining_epsilon) == ("zcdp", 0.05, body["remaining"]["epsilon"])
+
+
+def test_a_move_to_a_looser_accountant_finds_the_history_past_the_total_and_charges_nothing_more(people, tmp_path):
+    db = dpsql.connect(people, policy=policy_doc("pld"), ledger=MEMORY)
+    releases = db.explain(COUNT, epsilon=0.01).releases()
+    db.close()
+    path = str(tmp_path / "l.sqlite")
+    first = Ledger(path, policy("pld"))
+    for _ in range(150):    # past basic's 100, within pld's 562
+        first.reserve(Cost.of(0.01, 0), sql=COUNT, plan="p", releases=releases)
+    book = Ledger(path, policy("basic"))     # records the change: basic is in force for every writer
+    budget = book.budget()
+    assert (budget.accountant, budget.spent_epsilon, budget.remaining_epsilon) == ("basic", 1.5, -0.5)
+    for writer in (book, first):   # first kept its pld composition: it composes again under basic
+        with pytest.raises(BudgetExceeded):
+            writer.reserve(Cost.of(0.01, 0), sql=COUNT, plan="p", releases=releases)
+    assert book.budget().queries == 150 and [p.accountant for p in book.policy_history()] == ["pld", "basic"]
+    book.close()
+    first.close()
