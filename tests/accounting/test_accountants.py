@@ -385,3 +385,6 @@ def test_a_move_to_a_looser_accountant_finds_the_history_past_the_total_and_char
     assert book.budget().queries == 150 and [p.accountant for p in book.policy_history()] == ["pld", "basic"]
     book.close()
     first.close()
+    shown = CliRunner().invoke(cli.main, ["ledger", "history", "--ledger", path]).stdout.splitlines()
+    assert shown[0].split()[:7] == ["#", "time", "kind", "epsilon", "delta", "accountant", "changes"]
+    assert [line.split()[5:7] for line in shown[2:4]] == [["pld", "(created)"], ["basic", "budget.accountant"]]
