@@ -552,7 +552,9 @@ def _kill_at_random_points(tmp_path, kills, seed, accountant="basic"):
         if i == kills - 1:
             # However loaded the machine, the last child answers at least once before it is killed.
             first = child.stdout.readline()
-        time.sleep(rng.uniform(0.0, 0.8))   # the first query takes ~0.4 s (creates the ledger), later ~0.04 s
+        # The first query takes ~0.4 s (creates the ledger), later ~0.04 s; under pld the first also
+        # imports dp-accounting (~1.5 s more), so its kills spread wider to land among the charges.
+        time.sleep(rng.uniform(0.0, 2.5 if accountant == "pld" else 0.8))
         child.send_signal(signal.SIGKILL)
         out, _ = child.communicate(timeout=30)
         released += sum(1 for line in (first + out).splitlines() if line.startswith("released"))
