@@ -120,7 +120,7 @@ class BudgetExceeded(DpsqlError):
     code = "DP402"
     default_rule = "budget_fits"
 
-    def __init__(self, requested, remaining, *, budget: str | None = None, **kw):
+    def __init__(self, requested, remaining, *, budget: str | None = None, composed: str = "", **kw):
         self.requested = requested
         self.remaining = remaining
         # Which budget: None for a ledger's only one (the owner's), else "the total, ..." or "analyst 'x'".
@@ -128,11 +128,14 @@ class BudgetExceeded(DpsqlError):
         which = "" if budget is None else f" of {budget}"
         self.difference = (requested[0] - remaining[0], requested[1] - remaining[1])
         kw["hint"] = kw.get("hint") or _budget_hint(remaining)
+        # An accountant that composes more tightly than a sum (zcdp, pld) says what the history with this
+        # query would be instead of a difference: its remaining epsilon is stated at the total's delta.
+        short = (f"; {composed}" if composed else
+                 f"; short by epsilon={max(self.difference[0], 0):g}, delta={max(self.difference[1], 0):g}")
         super().__init__(
             "DP402",
             f"privacy budget{which} exceeded: requested epsilon={requested[0]:g}, delta={requested[1]:g}; "
-            f"remaining epsilon={remaining[0]:g}, delta={remaining[1]:g}; "
-            f"short by epsilon={max(self.difference[0], 0):g}, delta={max(self.difference[1], 0):g}",
+            f"remaining epsilon={remaining[0]:g}, delta={remaining[1]:g}{short}",
             **kw)
 
 

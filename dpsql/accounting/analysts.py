@@ -16,10 +16,12 @@ import numbers
 import re
 import secrets
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Callable
 
-from dpsql.accounting.budget import BASIC, Cost, exact
+from dpsql.accounting.budget import Cost, Figures, add_all
+from dpsql.accounting.composition import Report
 from dpsql.errors import AuthError, DpsqlError, InvalidParameter
 
 TOKEN_PREFIX = "dpsql_"          # recognisable in a config file or a leaked-secret scan
@@ -34,8 +36,9 @@ class AnalystError(DpsqlError):
 
 
 @dataclass(frozen=True)
-class Analyst:
-    """One analyst's budget (every add and top-up), what they spent, and whether they were revoked."""
+class Analyst(Figures):
+    """One analyst's budget (every add and top-up), what they spent, and whether they were revoked;
+    spent and remaining as the accountant in force reports them (accounting/budget.py ``Budget``)."""
     name: str
     total_epsilon: float
     total_delta: float
@@ -44,20 +47,13 @@ class Analyst:
     queries: int
     revoked: bool
     created: str
-
-    @property
-    def remaining_epsilon(self) -> float:
-        return float(exact(self.total_epsilon) - exact(self.spent_epsilon))
-
-    @property
-    def remaining_delta(self) -> float:
-        return float(exact(self.total_delta) - exact(self.spent_delta))
+    accountant: str = "basic"
+    terms: dict = field(default_factory=dict)
+    remaining: tuple[float, float] | None = None   # None: total - spent, exactly (basic)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "created": self.created, "revoked": self.revoked, "queries": self.queries,
-                "total": {"epsilon": self.total_epsilon, "delta": self.total_delta},
-                "spent": {"epsilon": self.spent_epsilon, "delta": self.spent_delta},
-                "remaining": {"epsilon": self.remaining_epsilon, "delta": self.remaining_delta}}
+                **self.figures()}
 
 
 def token_hash(token: str) -> str:
@@ -137,18 +133,20 @@ def state(db: sqlite3.Connection, name: str) -> tuple[Cost, bool]:
     if not rows:
         raise AuthError("DP407", f"there is no analyst {name!r} in this ledger",
                         hint="dpsql analyst list shows the analysts")
-    budget = BASIC.compose(Cost(Decimal(e), Decimal(d)) for kind, e, d in rows if kind != "revoke")
+    budget = add_all((Decimal(e), Decimal(d)) for kind, e, d in rows if kind != "revoke")
     return budget, any(kind == "revoke" for kind, _, _ in rows)
 
 
-def listing(db: sqlite3.Connection, spent_by: dict[str, tuple[Cost, int]]) -> list[Analyst]:
-    """Every analyst, oldest first, with what ``spent_by`` says they spent (and how many queries)."""
+def listing(db: sqlite3.Connection, spent: Callable[[str, Cost], tuple[Report, int]], accountant: str) -> list[Analyst]:
+    """Every analyst, oldest first, with what ``spent(name, their budget)`` reports they spent (and how
+    many queries) under ``accountant``."""
     out = []
     for name, created in db.execute("SELECT name, created FROM analysts ORDER BY created, name").fetchall():
         budget, revoked = state(db, name)
-        spent, queries = spent_by.get(name, (Cost.of(0, 0), 0))
-        out.append(Analyst(name, float(budget.epsilon), float(budget.delta), float(spent.epsilon),
-                           float(spent.delta), queries, revoked, created))
+        report, queries = spent(name, budget)
+        out.append(Analyst(name, float(budget.epsilon), float(budget.delta), report.spent[0], report.spent[1],
+                           queries, revoked, created, accountant, report.terms,
+                           report.remaining if report.at_delta else None))
     return out
 
 

@@ -3,30 +3,27 @@
 Amounts are exact decimals of what the user typed (``repr`` of the float), so that charging 0.1
 then 0.2 against a budget of 0.3 fits, as a person would expect; floats would refuse it.
 
-A ``Composition`` maps a Plan to its ``Cost`` and composes a history of costs into the total spent.
-``BASIC`` is basic sequential composition (Dwork-Roth 2014, Thm 3.16): epsilons add, deltas add.
-Within one query the plan already splits epsilon over its measurements (sequential) and charges a
-GROUP BY once over its disjoint partitions (parallel, with the factor L in the sensitivity), so a
-query's cost is ``(plan.epsilon, plan.delta)``.
+How a history of charges composes is an accountant's (accounting/composition.py; the policy chooses
+basic, zcdp or pld). Within one query the plan already splits epsilon over its measurements
+(sequential) and charges a GROUP BY once over its disjoint partitions (parallel, with the factor L in
+the sensitivity), so a query is charged at ``(plan.epsilon, plan.delta)``, its own standalone
+guarantee, and records what it released (``Plan.releases()``) for the accountant. Every ledger row
+records the accountant that charged it (column ``composition``).
 
-Adding zCDP for Gaussian noise later (Bun-Steinke 2016) means a second Composition: its Cost
-carries rho (Gaussian: rho = sensitivity^2 / (2 sigma^2); a pure epsilon-DP measurement enters as
-rho = epsilon^2 / 2), rhos add, and the total converts to (epsilon, delta) with
-epsilon = rho + 2 sqrt(rho ln(1/delta)) before it is compared with the budget. Every ledger row
-records the composition that charged it (column ``composition``), so old rows stay readable.
-
->>> check_fits(Cost.of(0.1, 0), Cost.of(0.2, 0), Cost.of(0.3, 0))   # 0.1 + 0.2 fits 0.3 exactly
+>>> (Cost.of(0.1, 0) + Cost.of(0.2, 0)).fits_within(Cost.of(0.3, 0))   # 0.1 + 0.2 fits 0.3 exactly
+True
 >>> Cost.of(0.1, 0) + Cost.of(0.2, 0) == Cost.of(0.3, 0)
 True
 """
 from __future__ import annotations
 
 import decimal
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Iterable
 
-from dpsql.errors import BudgetExceeded, InternalError
+from dpsql.errors import InternalError
 
 # Enough digits that adding any two finite doubles is exact; Inexact is trapped, never rounded.
 _EXACT = decimal.Context(prec=2000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
@@ -81,37 +78,19 @@ class Cost:
 ZERO = Cost(Decimal(0), Decimal(0))
 
 
-class BasicComposition:
-    """Basic composition: a query costs (plan.epsilon, plan.delta); costs add."""
-    name = "basic"
+def add_all(amounts: Iterable[tuple[Decimal, Decimal]]) -> Cost:
+    """The exact total of (epsilon, delta) pairs already checked finite and >= 0, summed in one exact
+    context (a ledger sums many at a time; a Cost per pair was 10x slower).
 
-    def cost(self, plan) -> Cost:
-        return Cost.of(plan.epsilon, plan.delta)
-
-    def compose(self, costs: Iterable[Cost]) -> Cost:
-        return self.compose_amounts((c.epsilon, c.delta) for c in costs)
-
-    def compose_amounts(self, amounts: Iterable[tuple[Decimal, Decimal]]) -> Cost:
-        """The total of (epsilon, delta) pairs already checked finite and >= 0: summed in one exact
-        context (a ledger sums every charge at every charge; a Cost per row was 10x slower)."""
-        epsilon, delta = Decimal(0), Decimal(0)
-        with decimal.localcontext(_EXACT):
-            for e, d in amounts:
-                epsilon += e
-                delta += d
-        return Cost(epsilon, delta)
-
-
-BASIC = BasicComposition()
-COMPOSITIONS = {BASIC.name: BASIC}
-
-
-def check_fits(spent: Cost, want: Cost, total: Cost, *, budget: str | None = None, hint: str = "") -> None:
-    """Raise BudgetExceeded (exact requested, remaining and difference; which ``budget``) unless
-    spent + want fits."""
-    if not (spent + want).fits_within(total):
-        remaining = total - spent
-        raise BudgetExceeded(want.as_tuple(), remaining, budget=budget, hint=hint)
+    >>> add_all([(Decimal("0.1"), Decimal(0)), (Decimal("0.2"), Decimal("1E-7"))])
+    Cost(epsilon=Decimal('0.3'), delta=Decimal('1E-7'))
+    """
+    epsilon, delta = Decimal(0), Decimal(0)
+    with decimal.localcontext(_EXACT):
+        for e, d in amounts:
+            epsilon += e
+            delta += d
+    return Cost(epsilon, delta)
 
 
 @dataclass(frozen=True)
@@ -130,16 +109,61 @@ class Charge:
     delta: float
     status: str
     replays: int = 0
-    composition: str = BASIC.name
+    composition: str = "basic"   # the accountant in force when it was charged
     analyst: str | None = None   # who charged it; None: the owner
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
 
+class Figures:
+    """Total, spent and remaining as an accountant reported them (a Budget's, an Analyst's)."""
+    total_epsilon: float
+    total_delta: float
+    spent_epsilon: float
+    spent_delta: float
+    accountant: str
+    terms: dict
+    remaining: tuple[float, float] | None   # None: total - spent, exactly (basic)
+
+    @property
+    def at_delta(self) -> bool:
+        return self.remaining is not None
+
+    @property
+    def remaining_epsilon(self) -> float:
+        if self.remaining is not None:
+            return self.remaining[0]
+        return float(_EXACT.subtract(exact(self.total_epsilon), exact(self.spent_epsilon)))
+
+    @property
+    def remaining_delta(self) -> float:
+        if self.remaining is not None:
+            return self.remaining[1]
+        return float(_EXACT.subtract(exact(self.total_delta), exact(self.spent_delta)))
+
+    def figures(self) -> dict:
+        """As JSON-ready data: total, spent and remaining as (epsilon, delta), an epsilon that no bound
+        holds (inf) as null, and the accountant with its own terms."""
+        def pair(epsilon: float, delta: float) -> dict:
+            return {"epsilon": epsilon if math.isfinite(epsilon) else None, "delta": delta}
+        return {"total": pair(self.total_epsilon, self.total_delta),
+                "spent": pair(self.spent_epsilon, self.spent_delta),
+                "remaining": pair(self.remaining_epsilon, self.remaining_delta),
+                "accountant": self.accountant, "at_delta": self.at_delta,
+                "terms": {k: v if math.isfinite(v) else None for k, v in self.terms.items()}}
+
+
 @dataclass(frozen=True)
-class Budget:
-    """Total, spent and remaining privacy budget, with the per-query history of the ledger."""
+class Budget(Figures):
+    """Total, spent and remaining privacy budget, with the per-query history of the ledger.
+
+    ``accountant`` composed it (accounting/composition.py). Under basic, spent and remaining are sums
+    and differences of both coordinates. Under zcdp and pld (``at_delta``) the history is stated as an
+    epsilon at the total's delta: spent (epsilon, total delta) and remaining (total epsilon - spent
+    epsilon, total delta); ``terms`` holds the accountant's own figures (rho for zcdp, the delta at
+    the total epsilon for pld). An epsilon is ``inf`` when no epsilon bounds the history at that delta.
+    """
     total_epsilon: float
     total_delta: float
     spent_epsilon: float
@@ -148,23 +172,18 @@ class Budget:
     history: tuple[Charge, ...] = ()
     ledger: str | None = None
     analyst: str | None = None   # an analyst's own budget and history; None: the whole ledger
-
-    @property
-    def remaining_epsilon(self) -> float:
-        return float(_EXACT.subtract(exact(self.total_epsilon), exact(self.spent_epsilon)))
-
-    @property
-    def remaining_delta(self) -> float:
-        return float(_EXACT.subtract(exact(self.total_delta), exact(self.spent_delta)))
+    accountant: str = "basic"
+    terms: dict = field(default_factory=dict)
+    remaining: tuple[float, float] | None = None   # None: total - spent, exactly (basic)
 
     def as_dict(self) -> dict:
-        """Plain data for JSON: total, spent, remaining, history."""
+        """Plain data for JSON: total, spent, remaining (an unbounded epsilon as null), the accountant
+        and its own terms, history."""
         return {
             "ledger": self.ledger,
             "analyst": self.analyst,
-            "total": {"epsilon": self.total_epsilon, "delta": self.total_delta},
-            "spent": {"epsilon": self.spent_epsilon, "delta": self.spent_delta},
-            "remaining": {"epsilon": self.remaining_epsilon, "delta": self.remaining_delta},
+            **self.figures(),
             "queries": self.queries,
             "history": [c.as_dict() for c in self.history],
         }
+

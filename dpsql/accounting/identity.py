@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
-from dpsql.policy.model import Policy
+from dpsql.policy.model import BASIC, Policy
 
 FORMAT = "dpsql-ledger/1"   # the replay keys' scheme (named after the ledger format that began it)
 
@@ -44,9 +44,16 @@ def policy_document(policy: Policy) -> dict:
             "via": t.link.column, "references": f"{t.link.references_table}.{t.link.references_column}"}
         tables[name] = {"privacy_unit": unit, "max_groups_per_unit": t.max_groups_per_unit,
                         "max_rows_per_unit": t.max_rows_per_unit, "columns": columns}
-    return {"version": policy.version, "tables": tables,
-            # Plain floats: JSON prints them as Python's shortest repr, stable across versions.
-            "budget": {"epsilon": float(policy.budget_epsilon), "delta": float(policy.budget_delta)}}
+    # Plain floats: JSON prints them as Python's shortest repr, stable across versions.
+    budget: dict[str, Any] = {"epsilon": float(policy.budget_epsilon), "delta": float(policy.budget_delta)}
+    if policy.accountant != BASIC:   # basic, what every older ledger means, keeps their documents byte for byte
+        budget["accountant"] = policy.accountant
+    return {"version": policy.version, "tables": tables, "budget": budget}
+
+
+def accountant_of(document: dict) -> str:
+    """The accountant a recorded policy document names (basic when it names none: older documents)."""
+    return document.get("budget", {}).get("accountant", BASIC)
 
 
 def policy_identity(policy: Policy) -> str:

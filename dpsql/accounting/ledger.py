@@ -1,8 +1,9 @@
 """The budget ledger: every spend is recorded durably in SQLite before the query runs.
 
 Charge before release (docs/architecture.md, threat model 6). ``reserve`` runs in one ``BEGIN IMMEDIATE``
-transaction: it sums every recorded charge, refuses with ``BudgetExceeded`` (nothing written) if
-the new cost does not fit, else inserts a ``reserved`` row and commits (WAL, ``synchronous=FULL``:
+transaction: the accountant in force (the policy's: basic, zcdp or pld; accounting/accountants.py)
+composes every recorded charge with the new one, and it refuses with ``BudgetExceeded`` (nothing
+written) if they do not fit, else inserts a ``reserved`` row with what the query released and commits (WAL, ``synchronous=FULL``:
 on disk before DuckDB starts). SQLite lets one writer at a time into that transaction, so two
 processes can never both pass a check only one of them fits. The row becomes ``released`` (with
 the answer, for replay) or ``failed``; a crash leaves it ``reserved``. All three count as spent.
@@ -30,21 +31,25 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import sqlite3
 import threading
 import warnings
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 import pyarrow as pa
 
 from dpsql.accounting import analysts as people
 from dpsql.accounting import policies
 from dpsql.accounting.analysts import Analyst
-from dpsql.accounting.budget import BASIC, COMPOSITIONS, Budget, Charge, Cost, check_fits
+from dpsql.accounting import history
+from dpsql.accounting.accountants import ACCOUNTANTS, Accountant
+from dpsql.accounting.budget import Budget, Charge, Cost
+from dpsql.accounting.composition import Charged
 from dpsql.accounting.identity import policy_document
 from dpsql.accounting.store import MEMORY, LedgerError, Store, default_ledger_path, encode_answer, now
-from dpsql.errors import AuthError, InternalError
+from dpsql.errors import AuthError, BudgetExceeded, InternalError
 from dpsql.policy.model import Policy
 
 
@@ -89,9 +94,8 @@ class Ledger:
     """
 
     def __init__(self, path, policy: Policy | None = None, *, timeout: float | None = None, record: bool = True):
-        self.composition = BASIC
         self._lock = threading.RLock()
-        self._sums = _Sums()   # what the charges read so far add up to (see _spent)
+        self._kept = history.Kept()   # the history composed so far (see _spent)
         total = None if policy is None else Cost.of(policy.budget_epsilon, policy.budget_delta)
         self._store = Store(path, None if policy is None else policy_document(policy), total, timeout=timeout,
                             record=record)
@@ -110,23 +114,36 @@ class Ledger:
         with self._lock, self._store.errors("read"):
             return self._store.total(self._store.existing())
 
+    @property
+    def accountant(self) -> str:
+        """The accountant in force: the newest recorded policy's (or this policy's)."""
+        with self._lock, self._store.errors("read"):
+            return self._store.in_force(self._store.existing())[1]
+
     def cost(self, plan) -> Cost:
-        return self.composition.cost(plan)
+        """What a plan is charged at: its own (epsilon, delta), the standalone guarantee of the query."""
+        return Cost.of(plan.epsilon, plan.delta)
 
     def reserve(self, cost: Cost, *, sql: str, plan: str, replay_key: str | None = None,
-                data_version: str | None = None, fresh: bool = False, analyst: str | None = None) -> Ticket:
+                data_version: str | None = None, fresh: bool = False, analyst: str | None = None,
+                releases=None) -> Ticket:
         """Charge ``cost`` durably, or hand back an earlier identical answer, or refuse.
 
+        ``releases`` (mechanisms/releases.py; ``Plan.releases()``) is what the query releases, stored
+        with the charge for the accountant to compose; None: composed as its (epsilon, delta).
         ``analyst`` (None: the owner) is charged against their own budget and the total, both checked
-        in one ``BEGIN IMMEDIATE`` transaction; replays come from their own earlier answers only.
+        by the accountant in force in one ``BEGIN IMMEDIATE`` transaction; replays come from their own
+        earlier answers only.
 
         Raises:
             BudgetExceeded (DP402): it does not fit (``.budget`` says which); nothing is written.
             AuthError (DP407): the analyst is unknown or revoked; nothing is written.
             LedgerError (DP404-DP406): the ledger is foreign, locked or corrupt; nothing is spent.
         """
+        charge = Charged(cost.epsilon, cost.delta, None if releases is None else tuple(releases))
         with self._lock, self._store.errors("charge"):
             db = self._store.ensure()
+            self._catch_up(db, charge)
             with self._store.transaction(db):
                 own = None if analyst is None else self._can_spend(db, analyst)
                 if replay_key is not None and not fresh:
@@ -137,18 +154,23 @@ class Ledger:
                         answer = self._store.decode_answer(row[1])
                         db.execute("UPDATE charges SET replays = replays + 1 WHERE id = ?", [row[0]])
                         return Ticket(row[0], answer)
-                if own is not None:
-                    check_fits(self._spent(db, analyst), cost, own, budget=f"analyst {analyst!r}",
-                               hint="nothing was spent; ask for less, repeat an identical earlier query (free), "
-                                    "or ask the data owner for a top-up (dpsql analyst top-up)")
-                check_fits(self._spent(db), cost, self._store.total(db),
-                           budget=None if analyst is None else "the total (shared by every analyst)")
+                total, name = self._store.in_force(db)
+                accountant = self._accountant(name)
+                mine = None if own is None else self._fits(
+                    db, accountant, charge, own, analyst, budget=f"analyst {analyst!r}",
+                    hint="nothing was spent; ask for less, repeat an identical earlier query (free), "
+                         "or ask the data owner for a top-up (dpsql analyst top-up)")
+                after = self._fits(db, accountant, charge, total, None,
+                                   budget=None if analyst is None else "the total (shared by every analyst)")
                 cursor = db.execute(
                     "INSERT INTO charges (time, sql, plan, epsilon, delta, composition, status, replay_key, "
-                    "data_version, analyst) VALUES (?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?)",
+                    "data_version, analyst, releases) VALUES (?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
                     [now(), recorded(sql), recorded(plan), str(cost.epsilon), str(cost.delta),
-                     self.composition.name, replay_key, data_version, analyst])
-                return Ticket(cursor.lastrowid)
+                     accountant.name, replay_key, data_version, analyst, history.encode(charge.releases)])
+                ticket = Ticket(cursor.lastrowid)
+            # Committed: what the checks composed is the kept history now (it was read up to this id).
+            self._kept.advance(ticket.id, after, analyst, mine)
+            return ticket
 
     def release(self, ticket: Ticket, answer: pa.Table | None) -> None:
         """Mark a charge released and keep its answer for replay (None: keep none; a query over public
@@ -170,37 +192,49 @@ class Ledger:
         Raises:
             AuthError (DP407): no such analyst.
         """
-        def read(db, total: Cost, mine: str, args: list) -> Budget:
+        def read(db, total: Cost, accountant: Accountant, mine: str, args: list) -> Budget:
             rows = db.execute("SELECT id, time, sql, plan, epsilon, delta, status, replays, composition, analyst "
                               f"FROM charges {mine} ORDER BY id", args).fetchall()
-            return self._budget(total, rows, analyst)
+            return self._figures(db, total, accountant, analyst, self._history(rows))
         return self._snapshot(analyst, read)
 
     def totals(self, analyst: str | None = None) -> Budget:
-        """``budget(analyst)`` without the history: the kept sums of ``_spent`` and a count, so its cost
-        does not grow with the history (the server reports it with every answer)."""
-        def read(db, total: Cost, mine: str, args: list) -> Budget:
-            spent = self._spent(db, analyst)
+        """``budget(analyst)`` without the history: the kept composition of ``_spent`` and a count, so its
+        cost does not grow with the history (the server reports it with every answer)."""
+        def read(db, total: Cost, accountant: Accountant, mine: str, args: list) -> Budget:
             queries = db.execute(f"SELECT COUNT(*) FROM charges {mine}", args).fetchone()[0]
-            return Budget(float(total.epsilon), float(total.delta), float(spent.epsilon), float(spent.delta),
-                          queries, (), self.path, analyst)
+            return self._figures(db, total, accountant, analyst, (), queries)
         return self._snapshot(analyst, read)
 
     def _snapshot(self, analyst: str | None, read) -> Budget:
-        """``read(db, total, where, args)`` in one read transaction: the ledger's total and all charges
-        (None), or the analyst's total and their charges only."""
+        """``read(db, total, accountant, where, args)`` in one read transaction: the ledger's total and
+        all charges (None), or the analyst's total and their charges only; the accountant in force."""
         with self._lock, self._store.errors("read"):
             db = self._store.existing()
             if db is None:
                 if analyst is not None:
                     raise _no_analyst(analyst)
-                return self._budget(self._store.total(None), [], None)
+                total, name = self._store.in_force(None)
+                return self._figures(None, total, self._accountant(name), None, ())
             db.execute("BEGIN")
             try:
-                total = self._store.total(db) if analyst is None else self._state(db, analyst)[0]
-                return read(db, total, "" if analyst is None else "WHERE analyst = ?", [] if analyst is None else [analyst])
+                total, name = self._store.in_force(db)
+                if analyst is not None:
+                    total = self._state(db, analyst)[0]
+                return read(db, total, self._accountant(name), "" if analyst is None else "WHERE analyst = ?",
+                            [] if analyst is None else [analyst])
             finally:
                 db.execute("COMMIT")
+
+    def _figures(self, db, total: Cost, accountant: Accountant, analyst: str | None, charges: tuple[Charge, ...],
+                 queries: int | None = None) -> Budget:
+        """The Budget of ``analyst`` (None: all) as the accountant reports it against ``total``."""
+        state = accountant.empty() if db is None else self._spent(db, accountant, analyst)
+        report = accountant.report(state, total)
+        return Budget(float(total.epsilon), float(total.delta), report.spent[0], report.spent[1],
+                      len(charges) if queries is None else queries, charges, self.path, analyst,
+                      accountant=accountant.name, terms=report.terms,
+                      remaining=report.remaining if report.at_delta else None)
 
     def answer(self, charge_id: int, analyst: str | None = None) -> pa.Table | None:
         """A released answer of ``analyst``'s own (None: the owner's), free; None for any other id,
@@ -261,14 +295,18 @@ class Ledger:
             db = self._store.existing()
             if db is None:
                 return []
-            spent_by: dict[str, tuple[Cost, int]] = {}
-            rows = db.execute("SELECT analyst, epsilon, delta, composition FROM charges "
-                              "WHERE analyst IS NOT NULL ORDER BY id").fetchall()
-            for name in {r[0] for r in rows}:
-                mine = [r[1:] for r in rows if r[0] == name]
-                spent_by[name] = (self._compose(mine), len(mine))
-            with self._corrupt_amounts():
-                return people.listing(db, spent_by)
+            db.execute("BEGIN")
+            try:
+                accountant = self._accountant(self._store.in_force(db)[1])
+                counts = dict(db.execute("SELECT analyst, COUNT(*) FROM charges WHERE analyst IS NOT NULL "
+                                         "GROUP BY analyst").fetchall())
+
+                def spent(name: str, budget: Cost):
+                    return accountant.report(self._spent(db, accountant, name), budget), counts.get(name, 0)
+                with self._corrupt_amounts():
+                    return people.listing(db, spent, accountant.name)
+            finally:
+                db.execute("COMMIT")
 
     def policy_history(self) -> list[policies.Recorded]:
         """Every policy this ledger was used with, oldest first; the newest is in force."""
@@ -322,13 +360,11 @@ class Ledger:
         except (ArithmeticError, ValueError, TypeError, KeyError, InternalError):
             raise self._store.corrupt("a recorded amount or policy cannot be read") from None
 
-    def _budget(self, total: Cost, rows, analyst: str | None) -> Budget:
-        history = tuple(Charge(id=r[0], time=r[1], sql=r[2], plan=r[3], epsilon=float(self._amount(r[4])),
-                               delta=float(self._amount(r[5])), status=r[6], replays=r[7], composition=r[8],
-                               analyst=r[9]) for r in rows)
-        spent = self._compose((r[4], r[5], r[8]) for r in rows)
-        return Budget(float(total.epsilon), float(total.delta), float(spent.epsilon), float(spent.delta),
-                      len(history), history, self.path, analyst)
+    def _history(self, rows) -> tuple[Charge, ...]:
+        corrupt = self._store.corrupt
+        return tuple(Charge(id=r[0], time=r[1], sql=r[2], plan=r[3], epsilon=float(history.amount(r[4], corrupt)),
+                            delta=float(history.amount(r[5], corrupt)), status=r[6], replays=r[7], composition=r[8],
+                            analyst=r[9]) for r in rows)
 
     def _finish(self, ticket: Ticket, status: str, answer: bytes | None) -> None:
         try:
@@ -340,66 +376,51 @@ class Ledger:
             warnings.warn(f"{err.message} (recorded as reserved: it counts as spent)", RuntimeWarning,
                           stacklevel=3)
 
-    def _spent(self, db: sqlite3.Connection, analyst: str | None = None) -> Cost:
-        """What was spent in all (None) or by one analyst, read inside the caller's transaction.
+    def _accountant(self, name: str) -> Accountant:
+        found = ACCOUNTANTS.get(name)
+        if found is None:
+            raise self._store.corrupt(f"its policy in force names accountant {name!r}, unknown to this version "
+                                      "of dpsql")
+        return found
 
-        Charges are append-only and their amounts never change (triggers), so the sums are kept and
-        only charges committed since are read: a charge costs the same at 10,000 charges as at 10. The
-        number of charges and the newest id are checked on every call; any other state of the file
-        sums everything again.
-        """
-        count, top = db.execute("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM charges").fetchone()
-        if count < self._sums.count or top < self._sums.seen:
-            self._sums = _Sums()
-        new = db.execute("SELECT id, epsilon, delta, composition, analyst FROM charges WHERE id > ? ORDER BY id",
-                         [self._sums.seen]).fetchall()
-        if new:
-            mine: dict[str, list] = {}
-            for row in new:
-                if row[4] is not None:
-                    mine.setdefault(row[4], []).append(row[1:4])
-            self._sums.add(new[-1][0], len(new), self._compose(r[1:4] for r in new),
-                           {name: self._compose(rows) for name, rows in mine.items()})
-        if self._sums.count != count:            # not the file these sums were read from
-            self._sums = _Sums()
-            return self._spent(db, analyst)
-        return self._sums.of(analyst)
-
-    def _compose(self, rows) -> Cost:
-        amounts = []
-        for eps, dlt, composition in rows:
-            if composition not in COMPOSITIONS:
-                raise self._store.corrupt(f"a charge was made under composition {composition!r}, unknown to "
-                                          "this version of dpsql")
-            amounts.append((self._amount(eps), self._amount(dlt)))
-        return self.composition.compose_amounts(amounts)
-
-    def _amount(self, text) -> Decimal:
+    def _catch_up(self, db: sqlite3.Connection, charge: Charged) -> None:
+        """Compose the history committed so far, and the new charge alone, before taking the write lock,
+        so that the charge's ``BEGIN IMMEDIATE`` composes only what other writers committed since with
+        the charge (a process's first pld charge imports dp-accounting, builds its releases' PLDs and
+        composes the whole history: seconds that would hold every other writer's lock, up to DP405).
+        Only speed depends on it: the check in the transaction reads every row past what is kept."""
+        db.execute("BEGIN")
         try:
-            value = Decimal(text) if isinstance(text, str) else None
-        except InvalidOperation:
-            value = None
-        if value is None or not value.is_finite() or value < 0:
-            raise self._store.corrupt(f"a recorded amount {text!r} is not a number >= 0")
-        return value
+            accountant = self._accountant(self._store.in_force(db)[1])
+            self._spent(db, accountant)
+            accountant.compose(accountant.empty(), [charge])
+        finally:
+            db.execute("COMMIT")
 
+    def _spent(self, db: sqlite3.Connection, accountant: Accountant, analyst: str | None = None):
+        """The history of all (None) or one analyst composed by ``accountant``, read inside the caller's
+        transaction; composed once and kept between charges (accounting/history.py)."""
+        self._kept, state = history.spent(self._kept, db, accountant, analyst, self._store.corrupt)
+        return state
 
-class _Sums:
-    """Exact running totals of the charges read so far: all of them, and per analyst."""
-
-    def __init__(self):
-        self.seen, self.count = 0, 0
-        self.total = BASIC.compose(())
-        self.by: dict[str, Cost] = {}
-
-    def add(self, last_id: int, charges: int, total: Cost, by: dict[str, Cost]) -> None:
-        self.seen, self.count = last_id, self.count + charges
-        self.total = self.total + total
-        for analyst, cost in by.items():
-            self.by[analyst] = self.by.get(analyst, BASIC.compose(())) + cost
-
-    def of(self, analyst: str | None) -> Cost:
-        return self.total if analyst is None else self.by.get(analyst, BASIC.compose(()))
+    def _fits(self, db: sqlite3.Connection, accountant: Accountant, charge: Charged, total: Cost,
+              analyst: str | None, *, budget: str | None, hint: str = ""):
+        """The history of ``analyst`` (None: all) with ``charge``, if the accountant finds it fits
+        ``total``; else BudgetExceeded (nothing written)."""
+        state = self._spent(db, accountant, analyst)
+        after = accountant.compose(state, [charge])
+        if accountant.fits(after, total):
+            return after
+        now_ = accountant.report(state, total)
+        requested = (charge.epsilon, charge.delta)
+        if not now_.at_delta:    # sums: the exact remaining and difference, as ever
+            raise BudgetExceeded(requested, total - state, budget=budget, hint=hint)
+        would = accountant.report(after, total).spent[0]
+        left = now_.remaining[0] if math.isfinite(now_.remaining[0]) else 0.0   # no epsilon left at that delta
+        raise BudgetExceeded(
+            requested, (Decimal(repr(left)), total.delta), budget=budget, hint=hint,
+            composed=f"under {accountant.name} accounting the history with it would be epsilon={would:g} at "
+                     f"delta={total.delta:g}, more than {total.epsilon:g}")
 
 
 def _no_analyst(analyst: str | None) -> AuthError:

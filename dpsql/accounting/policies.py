@@ -9,6 +9,19 @@ force. A change to the binding would re-interpret past spends (epsilon spent abo
 against another), so it is refused (DP404, naming what differs) unless the owner rebinds explicitly
 (``dpsql ledger rebind``), which is recorded too. A table dropped from the policy keeps its binding,
 so it cannot come back bound differently without a rebind.
+
+The accountant (``budget.accountant``: basic, zcdp or pld; accounting/composition.py) says how the
+history composes into what was spent. It is recorded with each policy (column ``accountant``, in the
+document when it is not basic), and the newest row's is in force: every charge composes the whole
+history with it, read in the charge's transaction, as it reads the total. A change of accountant is a
+recorded change like the total's, in every direction (basic -> pld, pld -> zcdp, back to basic), and
+recomposes the whole history under the new one. It never makes a past answer cheaper than what it was
+promised at: each accountant composes a charge as what it released (its releases, each by its
+mechanism's own privacy map, a valid bound on that release's privacy loss) or, for a charge recorded
+without them, as the (epsilon, delta) guarantee it was charged at, the most it was promised to cost,
+never as a cheaper mechanism guessed for it. A move to a tighter accountant frees budget because the
+same releases are bounded more tightly, not because any is forgotten; a move to a looser one may find
+the history already past the total, and then nothing more is charged.
 """
 from __future__ import annotations
 
@@ -19,7 +32,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from dpsql.accounting.budget import Cost
-from dpsql.accounting.identity import canonical, differences
+from dpsql.accounting.identity import accountant_of, canonical, differences
 
 
 @dataclass(frozen=True)
@@ -34,10 +47,14 @@ class Recorded:
     total: Cost
     changes: tuple[str, ...]   # paths that differ from the previous row's document
 
+    @property
+    def accountant(self) -> str:
+        return accountant_of(self.document)
+
     def as_dict(self) -> dict:
         return {"id": self.id, "time": self.time, "kind": self.kind, "identity": self.identity,
                 "total": {"epsilon": float(self.total.epsilon), "delta": float(self.total.delta)},
-                "changes": list(self.changes), "document": self.document}
+                "accountant": self.accountant, "changes": list(self.changes), "document": self.document}
 
 
 def document_identity(document: dict) -> str:
@@ -75,10 +92,12 @@ def newest(db: sqlite3.Connection) -> Recorded | None:
     return None if row is None else _recorded(row)
 
 
-def in_force(db: sqlite3.Connection) -> tuple[Cost, dict] | None:
-    """The newest recorded total and binding (what every charge checks, without the whole document)."""
-    row = db.execute("SELECT total_epsilon, total_delta, binding FROM policies ORDER BY id DESC LIMIT 1").fetchone()
-    return None if row is None else (Cost(Decimal(row[0]), Decimal(row[1])), json.loads(row[2]))
+def in_force(db: sqlite3.Connection) -> tuple[Cost, dict, str] | None:
+    """The newest recorded total, binding and accountant (what every charge checks, without the whole
+    document)."""
+    row = db.execute("SELECT total_epsilon, total_delta, binding, accountant FROM policies "
+                     "ORDER BY id DESC LIMIT 1").fetchone()
+    return None if row is None else (Cost(Decimal(row[0]), Decimal(row[1])), json.loads(row[2]), row[3])
 
 
 def history(db: sqlite3.Connection) -> list[Recorded]:
@@ -89,9 +108,10 @@ def record(db: sqlite3.Connection, time: str, kind: str, document: dict, bound: 
            previous: Recorded | None) -> None:
     """Append a policy to the history (inside the caller's transaction)."""
     changes = ["(created)"] if previous is None else differences(previous.document, document)
-    db.execute(f"INSERT INTO policies ({_COLUMNS.replace('id, ', '', 1)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    db.execute(f"INSERT INTO policies ({_COLUMNS.replace('id, ', '', 1)}, accountant) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                [time, kind, document_identity(document), canonical(document), canonical(bound),
-                str(total.epsilon), str(total.delta), json.dumps(changes)])
+                str(total.epsilon), str(total.delta), json.dumps(changes), accountant_of(document)])
 
 
 def _recorded(row) -> Recorded:

@@ -1,15 +1,20 @@
-"""The ledger file's schema, its formats, and the in-place upgrade of format 1 ledgers.
+"""The ledger file's schema, its formats, and the in-place upgrade of older ledgers.
 
 Format 1 (``dpsql-ledger/1``) held the policy in ``meta`` (immutable) and the charges. Format 2 adds,
 without changing a recorded row: ``charges.analyst`` (NULL: the owner), the analysts and their events
 (add, top-up, revoke), the policy history (every policy the ledger was used with, its binding and
-total budget) and a record of upgrades. A new ledger is made as a format 1 file upgraded in the same
-transaction, so new and upgraded ledgers have one schema, and every test exercises the upgrade.
+total budget) and a record of upgrades. Format 3 adds ``charges.releases`` (what each charge released,
+in its mechanisms' own terms: mechanisms/releases.py, as JSON; NULL for a charge made before, which an
+accountant composes as its recorded (epsilon, delta)) and ``policies.accountant`` (how the history
+composes under that policy; ``basic`` for every older row, which is what they meant). A new ledger is
+made as a format 1 file upgraded in the same transaction, so new and upgraded ledgers have one schema,
+and every test exercises the upgrade.
 
 Every table is append-only (triggers): what changes over time is a new row, never an edit. The one
 edit is ``meta.format``, set once by the upgrade (the trigger is dropped and recreated in that
-transaction) so that an older dpsql, which knows nothing of analysts or policy changes, refuses an
-upgraded ledger instead of spending past an analyst's budget or an outdated total.
+transaction) so that an older dpsql, which knows nothing of analysts, policy changes or accountants,
+refuses an upgraded ledger instead of spending past an analyst's budget, an outdated total, or a
+history it would compose otherwise.
 """
 from __future__ import annotations
 
@@ -22,7 +27,9 @@ from dpsql.accounting.budget import Cost
 from dpsql.errors import DpsqlError
 
 FORMAT_1 = "dpsql-ledger/1"
-FORMAT = "dpsql-ledger/2"
+FORMAT_2 = "dpsql-ledger/2"
+FORMAT = "dpsql-ledger/3"
+FORMATS = (FORMAT_1, FORMAT_2, FORMAT)
 
 _KEPT = "BEGIN SELECT RAISE(ABORT, 'dpsql ledger: {what} never change'); END"
 
@@ -93,13 +100,22 @@ SCHEMA_2 = (
     *(f"CREATE TRIGGER {t}_are_kept BEFORE DELETE ON {t} {_KEPT.format(what=t)}" for t in _APPEND_ONLY),
 )
 
+SCHEMA_3 = (
+    "ALTER TABLE charges ADD COLUMN releases TEXT",   # NULL: charged before releases were recorded
+    "DROP TRIGGER charges_are_fixed",
+    "CREATE TRIGGER charges_are_fixed "
+    "BEFORE UPDATE OF id, time, sql, plan, epsilon, delta, composition, replay_key, data_version, analyst, "
+    "releases ON charges BEGIN SELECT RAISE(ABORT, 'dpsql ledger: a charge never changes'); END",
+    "ALTER TABLE policies ADD COLUMN accountant TEXT NOT NULL DEFAULT 'basic'",
+)
+
 # The columns each table must have: a file without them is not a (readable) dpsql ledger.
 COLUMNS = {
     "charges": "id, time, sql, plan, epsilon, delta, composition, status, replay_key, data_version, answer, "
-               "released_at, replays, analyst",
+               "released_at, replays, analyst, releases",
     "analysts": "name, token_hash, created",
     "analyst_events": "id, time, analyst, kind, epsilon, delta",
-    "policies": "id, time, kind, identity, document, binding, total_epsilon, total_delta, changes",
+    "policies": "id, time, kind, identity, document, binding, total_epsilon, total_delta, changes, accountant",
 }
 
 
@@ -123,19 +139,25 @@ def check_columns(db: sqlite3.Connection) -> None:
 
 
 def upgrade(db: sqlite3.Connection, time: str, corrupt) -> None:
-    """Format 1 to 2, in place, inside the caller's ``BEGIN IMMEDIATE``: every row kept, the format 1
-    policy becomes the first entry of the policy history. Of several processes upgrading at once, the
-    first does it; the others find it done (the format is re-read under the write lock)."""
+    """Format 1 or 2 to 3, in place, inside the caller's ``BEGIN IMMEDIATE``: every row kept (a format 1
+    policy becomes the first entry of the policy history), one row in ``upgrades``. Of several
+    processes upgrading at once, the first does it; the others find it done (the format is re-read
+    under the write lock)."""
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-    if meta.get("format") != FORMAT_1:
+    found = meta.get("format")
+    if found not in (FORMAT_1, FORMAT_2):
         return
-    try:
-        document = json.loads(meta["policy"])
-        total = Cost(Decimal(meta["total_epsilon"]), Decimal(meta["total_delta"]))
-        bound = policies.binding(document)
-    except (KeyError, ValueError, AttributeError, ArithmeticError, DpsqlError):
-        raise corrupt("its format 1 policy record cannot be read") from None
-    run(db, SCHEMA_2)
+    first = None
+    if found == FORMAT_1:
+        try:
+            document = json.loads(meta["policy"])
+            first = (document, Cost(Decimal(meta["total_epsilon"]), Decimal(meta["total_delta"])),
+                     policies.binding(document))
+        except (KeyError, ValueError, AttributeError, ArithmeticError, DpsqlError):
+            raise corrupt("its format 1 policy record cannot be read") from None
+        run(db, SCHEMA_2)
+    run(db, SCHEMA_3)
     set_format(db, FORMAT)
-    db.execute("INSERT INTO upgrades (time, from_format, to_format) VALUES (?, ?, ?)", [time, FORMAT_1, FORMAT])
-    policies.record(db, meta.get("created", time), "created", document, bound, total, None)
+    db.execute("INSERT INTO upgrades (time, from_format, to_format) VALUES (?, ?, ?)", [time, found, FORMAT])
+    if first is not None:
+        policies.record(db, meta.get("created", time), "created", first[0], first[2], first[1], None)

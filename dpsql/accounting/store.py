@@ -9,7 +9,7 @@ The file fails closed: a corrupt file, a file that is not a dpsql ledger, or an 
 recreated (DP406); a ledger held locked by another process for longer than ``BUSY_TIMEOUT`` seconds
 is DP405. A policy may change (its bounds, keys, tables, total budget): the change is recorded and
 the newest total is in force; a policy that changes a privacy unit or a link is refused (DP404) until
-the owner rebinds (``accounting/policies.py``). A format 1 ledger is upgraded in place, in one
+the owner rebinds (``accounting/policies.py``). A format 1 or 2 ledger is upgraded in place, in one
 transaction (``accounting/schema.py``). A new ledger file is built under a temporary name and
 hard-linked into place, so a ledger file that exists is always complete, even when many processes
 create it at once.
@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from dpsql.accounting import policies, schema
 from dpsql.accounting.budget import Cost
+from dpsql.accounting.identity import accountant_of
 from dpsql.errors import DpsqlError
 
 SUFFIX = ".dpsql-ledger.sqlite"
@@ -159,9 +160,14 @@ class Store:
 
     def total(self, db: sqlite3.Connection | None) -> Cost:
         """The total budget in force: the newest recorded policy's (read inside the caller's transaction)."""
+        return self.in_force(db)[0]
+
+    def in_force(self, db: sqlite3.Connection | None) -> tuple[Cost, str]:
+        """The total budget and the accountant in force: the newest recorded policy's (read inside the
+        caller's transaction), or the caller's policy's while there is no file."""
         if db is None:
             assert self._total is not None   # a missing file is only allowed with a policy
-            return self._total
+            return self._total, accountant_of(self.document)
         return self.check_bound(db)
 
     def newest(self, db: sqlite3.Connection) -> policies.Recorded:
@@ -231,7 +237,7 @@ class Store:
     def _build(self, db: sqlite3.Connection) -> None:
         """A new ledger: the schema, its format, and the policy it starts with, in one transaction."""
         with self.transaction(db):
-            schema.run(db, schema.SCHEMA_1 + schema.SCHEMA_2)
+            schema.run(db, schema.SCHEMA_1 + schema.SCHEMA_2 + schema.SCHEMA_3)
             db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                            [("format", schema.FORMAT), ("created", now())])
             policies.record(db, now(), "created", self.document, policies.binding(self.document),
@@ -274,13 +280,13 @@ class Store:
             if db.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
                 raise self.corrupt("SQLite's integrity check failed")
             meta = self._meta(db)
-            if meta.get("format") not in (schema.FORMAT, schema.FORMAT_1):
+            if meta.get("format") not in schema.FORMATS:
                 raise self.corrupt(f"its format is {meta.get('format')!r}, expected {schema.FORMAT!r}")
-            if meta.get("format") == schema.FORMAT_1:
-                self._check_before_upgrade(meta)
+            if meta.get("format") != schema.FORMAT:
+                self._check_before_upgrade(db, meta)
             if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 db.execute("PRAGMA journal_mode=WAL")
-            if meta.get("format") == schema.FORMAT_1:
+            if meta.get("format") != schema.FORMAT:
                 with self.transaction(db):
                     schema.upgrade(db, now(), self.corrupt)
             self._columns(db)
@@ -309,9 +315,12 @@ class Store:
                 raise
             raise self.corrupt(f"its tables are not a {schema.FORMAT} ledger's ({e})") from None
 
-    def _check_before_upgrade(self, meta: dict) -> None:
-        """A format 1 ledger of an incompatible policy is refused before anything is written."""
+    def _check_before_upgrade(self, db: sqlite3.Connection, meta: dict) -> None:
+        """An older ledger of an incompatible policy is refused before anything is written."""
         if self._document is None:
+            return
+        if meta.get("format") == schema.FORMAT_2:
+            self._check_binding(self.newest(db).binding)
             return
         try:
             theirs = policies.binding(json.loads(meta.get("policy", "{}")))
@@ -352,13 +361,13 @@ class Store:
         self.identity = policies.document_identity(document)
         return self.record(self.ensure(), "rebound")
 
-    def check_bound(self, db: sqlite3.Connection) -> Cost:
-        """The total in force, after checking that no rebind since this store opened changed what this
-        policy's spends are about (read inside the caller's charge transaction)."""
-        total, bound = self._policy(policies.in_force, db)
+    def check_bound(self, db: sqlite3.Connection) -> tuple[Cost, str]:
+        """The total and the accountant in force, after checking that no rebind since this store opened
+        changed what this policy's spends are about (read inside the caller's charge transaction)."""
+        total, bound, accountant = self._policy(policies.in_force, db)
         if self._total is not None:   # a caller's policy: its spends must still mean what they meant
             self._check_binding(bound)
-        return total
+        return total, accountant
 
     def _check_binding(self, theirs: dict) -> None:
         _merged, conflicts = policies.merge(theirs, policies.binding(self.document))

@@ -220,7 +220,8 @@ class PrivateConnection:
                                    "charged; nothing was spent", hint="retry later")
         ticket = self._ledger.reserve(
             cost, sql=normalised[0], plan=replay.plan_summary(plan), fresh=fresh, data_version=self._data_version,
-            replay_key=replay.replay_key(normalised, cost, self._ledger.identity, self._data_version), analyst=analyst)
+            replay_key=replay.replay_key(normalised, cost, self._ledger.identity, self._data_version), analyst=analyst,
+            releases=plan.releases())
         if ticket.replayed:
             return Result(ticket.answer, plan, replayed=True)
         try:
@@ -250,7 +251,7 @@ class PrivateConnection:
         stops (the deadline, more rows than ``limits.max_rows``)."""
         bound = self._engine.bind(plan.rewritten_sql)
         ticket = self._ledger.reserve(ZERO, sql=replay.normalise_sql(plan.sql)[0], plan=plan.summary,
-                                      data_version=self._data_version, analyst=analyst)
+                                      data_version=self._data_version, analyst=analyst, releases=())
         try:
             table = self._engine.run(bound, clock, max_rows=self.limits.max_rows)
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError) as e:

@@ -31,15 +31,16 @@ def ledger():
               help="json: every recorded policy with its whole document.")
 def history(ledger_path, db_path, fmt):
     """Every policy the ledger was used with, oldest first: when, how (created, changed, rebound),
-    the total budget it set, and what changed. The newest is in force.
+    the total budget and the accountant it set, and what changed. The newest is in force.
 
     \b
     Example:
         dpsql ledger history --db people.duckdb --format json
     """
     show(fmt, with_ledger(ledger_path, db_path, None, Ledger.policy_history),
-         ["#", "time", "kind", "epsilon", "delta", "changes"],
-         lambda r: (r.id, r.time, r.kind, float(r.total.epsilon), float(r.total.delta), _shown(r.changes)))
+         ["#", "time", "kind", "epsilon", "delta", "accountant", "changes"],
+         lambda r: (r.id, r.time, r.kind, float(r.total.epsilon), float(r.total.delta), r.accountant,
+                    _shown(r.changes)))
 
 
 @ledger.command("rebind")

@@ -33,6 +33,8 @@ def render_budget(state, exists: bool = True) -> str:
             ("total", state.total_epsilon, state.total_delta),
             ("spent", state.spent_epsilon, state.spent_delta),
             ("remaining", state.remaining_epsilon, state.remaining_delta))]).rstrip().rsplit("\n", 1)[0])
+    if state.at_delta:
+        out.append(_accounted(state))
     if state.history:
         counts = {s: sum(c.status == s for c in state.history) for s in ("released", "failed", "reserved")}
         replays = sum(c.replays for c in state.history)
@@ -44,6 +46,20 @@ def render_budget(state, exists: bool = True) -> str:
             (c.id, c.time, c.status, _amount(c.epsilon), _amount(c.delta), c.replays, c.sql, c.plan)
             for c in state.history]).rstrip().rsplit("\n", 1)[0])
     return "\n".join(out) + "\n"
+
+
+def _accounted(state) -> str:
+    """How a composing accountant states the figures above, and its own terms (rho for zcdp).
+
+    >>> from dpsql.accounting.budget import Budget
+    >>> print(_accounted(Budget(1.0, 1e-6, 0.5, 1e-6, accountant="zcdp", terms={"rho": 0.01, "rho_total": 0.02},
+    ...                         remaining=(0.5, 1e-6))))
+    accountant zcdp: spent and remaining above are epsilons at delta 1e-06, the smaller of its bound and the sum; its own terms: rho 0.01, rho total 0.02
+    """
+    terms = "; its own terms: " + ", ".join(f"{k.replace('_', ' ')} {_amount(v)}" for k, v in state.terms.items()) \
+        if state.terms else ""
+    return (f"accountant {state.accountant}: spent and remaining above are epsilons at delta {_amount(state.total_delta)}, "
+            f"the smaller of its bound and the sum{terms}")
 
 
 def _unique_keys(columns: Sequence[str]) -> list[str]:

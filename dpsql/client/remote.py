@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import os
 import urllib.error
 import urllib.parse
@@ -114,10 +115,15 @@ class Remote:
         charges = tuple(Charge(id=q["id"], time=q["time"], sql=q["sql"], plan=q.get("plan") or "",
                                epsilon=q["epsilon"], delta=q["delta"], status=q["status"],
                                replays=q.get("replays") or 0) for q in history)
+        def epsilon(pair: dict) -> float:   # null: no epsilon bounds it at that delta
+            return math.inf if pair["epsilon"] is None else pair["epsilon"]
+        at_delta = bool(state.get("at_delta"))
         return Budget(total_epsilon=state["total"]["epsilon"], total_delta=state["total"]["delta"],
-                      spent_epsilon=state["spent"]["epsilon"], spent_delta=state["spent"]["delta"],
+                      spent_epsilon=epsilon(state["spent"]), spent_delta=state["spent"]["delta"],
                       queries=state["queries"], history=charges,
-                      ledger=f"{self.url} (analyst {state['analyst']})")
+                      ledger=f"{self.url} (analyst {state['analyst']})", accountant=state.get("accountant", "basic"),
+                      terms={k: math.inf if v is None else v for k, v in (state.get("terms") or {}).items()},
+                      remaining=(epsilon(state["remaining"]), state["remaining"]["delta"]) if at_delta else None)
 
     def schema(self) -> dict:
         """The analyst-visible part of the policy: tables, columns, types, bounds, public keys, L, C."""

@@ -207,8 +207,7 @@ def _mechanism(scope: Scope, asked: str | None, delta: float) -> Mechanism:
     if asked is not None and query is not None and asked.lower() != query.lower():
         raise InvalidParameter("DP401", f"mechanism is given twice: {asked!r} by the caller and {query!r} in OPTIONS")
     try:
-        return choose(asked or query, scope.policy.default_mechanism, getattr(scope.policy, "accountant", None),
-                      delta)
+        return choose(asked or query, scope.policy.default_mechanism, scope.policy.accountant, delta)
     except KeyError:
         raise InvalidParameter("DP401", f"unknown mechanism {asked or query!r}",
                                hint=f"ask for one of {', '.join(sorted(OPTIONS))}") from None

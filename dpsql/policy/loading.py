@@ -22,7 +22,7 @@ from dpsql.errors import PolicyError
 from dpsql.mechanisms.base import OPTIONS
 from dpsql.policy.bounds import MAX_BOUND, MAX_KEY_RANGE
 from dpsql.policy.links import Declared, parse_link, resolve_links
-from dpsql.policy.model import ROW, ColumnPolicy, Link, Policy, TablePolicy, invalid as _fail
+from dpsql.policy.model import ACCOUNTANTS, BASIC, ROW, ColumnPolicy, Link, Policy, TablePolicy, invalid as _fail
 from dpsql.policy.sources import parse_source, rebase_sources
 from dpsql.sql.literals import parse_date, parse_timestamp
 
@@ -255,13 +255,14 @@ def load_policy(source: str | Path | Mapping) -> Policy:
         raise _fail("version", "must be 1")
     if "budget" not in raw:
         raise _fail("budget", "is required ({epsilon: ..., delta: ...})")
-    budget = _mapping(raw["budget"], "budget", {"epsilon", "delta"})
+    budget = _mapping(raw["budget"], "budget", {"epsilon", "delta", "accountant"})
     if "epsilon" not in budget:
         raise _fail("budget.epsilon", "is required")
     total_eps = _number(budget["epsilon"], "budget.epsilon", positive=True)
     total_delta = _number(budget.get("delta", 0.0), "budget.delta", nonnegative=True)
     if total_delta >= 1:
         raise _fail("budget.delta", "must be < 1")
+    accountant = _accountant(budget.get("accountant", BASIC), total_delta)
     default_eps = _number(raw.get("default_epsilon", min(1.0, total_eps)), "default_epsilon", positive=True)
     default_delta = _number(raw.get("default_delta", 0.0), "default_delta", nonnegative=True)
     tables = _tables(raw.get("tables"))
@@ -269,7 +270,7 @@ def load_policy(source: str | Path | Mapping) -> Policy:
         tables = rebase_sources(tables, Path(source).parent)   # sources beside the policy file
     return Policy(budget_epsilon=total_eps, budget_delta=total_delta, default_epsilon=default_eps,
                   default_delta=default_delta, tables=tables, version=version,
-                  default_mechanism=_mechanism(raw.get("mechanism")))
+                  default_mechanism=_mechanism(raw.get("mechanism")), accountant=accountant)
 
 
 def _mechanism(value: Any) -> str | None:
@@ -280,3 +281,14 @@ def _mechanism(value: Any) -> str | None:
     if not isinstance(value, str) or value.lower() not in OPTIONS:
         raise _fail("mechanism", f"must be one of {', '.join(sorted(OPTIONS))}, got {value!r}")
     return value.lower()
+
+
+def _accountant(name: Any, total_delta: float) -> str:
+    """How the ledger composes the total (accounting/accountants.py). zcdp and pld state the history's
+    loss as an epsilon at the total's delta, so a total without delta leaves them nothing to spend."""
+    if name not in ACCOUNTANTS:
+        raise _fail("budget.accountant", f"must be one of: {', '.join(ACCOUNTANTS)}")
+    if name != BASIC and total_delta == 0:
+        raise _fail("budget.accountant", f"{name} needs budget.delta > 0 (it converts the history to an "
+                                         "epsilon at that delta); use basic for a pure epsilon budget")
+    return name

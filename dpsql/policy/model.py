@@ -153,9 +153,15 @@ class TablePolicy:
         return self.public or (col is not None and (col.keys is not None or col.public_source is not None))
 
 
+# How a ledger composes its charges into the total (accounting/accountants.py has one of each):
+# basic (epsilons and deltas add: every ledger made before accountants), zcdp, pld.
+BASIC = "basic"
+ACCOUNTANTS = (BASIC, "zcdp", "pld")
+
+
 @dataclass(frozen=True)
 class Policy:
-    """The whole policy: total budget, default per-query epsilon/delta, the tables."""
+    """The whole policy: total budget and its accountant, default per-query epsilon/delta, the tables."""
     budget_epsilon: float
     budget_delta: float
     default_epsilon: float
@@ -163,6 +169,7 @@ class Policy:
     tables: Mapping[str, TablePolicy]
     version: int = 1
     default_mechanism: str | None = None   # a query's mechanism when it names none (mechanisms/base.py OPTIONS)
+    accountant: str = BASIC
 
     @property
     def links(self) -> tuple[Link, ...]:

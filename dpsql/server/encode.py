@@ -49,12 +49,9 @@ def plan_doc(plan) -> dict:
 
 
 def budget_doc(budget, analyst: str) -> dict:
-    """BUDGET: the analyst's own total, spent, remaining and number of queries (no ledger path)."""
-    return {"analyst": analyst,
-            "total": {"epsilon": budget.total_epsilon, "delta": budget.total_delta},
-            "spent": {"epsilon": budget.spent_epsilon, "delta": budget.spent_delta},
-            "remaining": {"epsilon": budget.remaining_epsilon, "delta": budget.remaining_delta},
-            "queries": budget.queries}
+    """BUDGET: the analyst's own total, spent, remaining and number of queries (no ledger path); the
+    accountant in force and its own terms (accounting/budget.py ``Figures.figures``)."""
+    return {"analyst": analyst, **budget.figures(), "queries": budget.queries}
 
 
 def history_doc(budget) -> dict:

@@ -273,7 +273,7 @@ def test_a_format_1_ledger_is_upgraded_in_place_losing_nothing(tmp_path):
     assert book.answer(1).num_rows == 3, "a released answer reads back"
     book.close()
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as con:
-        assert [r[:-1] for r in con.execute("SELECT * FROM charges ORDER BY id")] == before, "every row as it was"
+        assert [r[:-2] for r in con.execute("SELECT * FROM charges ORDER BY id")] == before, "every row as it was"
         after = dict(con.execute("SELECT key, value FROM meta").fetchall())
         assert after == {**meta, "format": schema.FORMAT}, "meta keeps its rows; only the format moves on"
         (created,) = con.execute("SELECT time, kind, identity, total_epsilon FROM policies").fetchall()

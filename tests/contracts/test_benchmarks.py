@@ -49,3 +49,9 @@ def test_the_per_person_lists_benchmark_runs_at_5k_rows():
 def test_the_noise_speed_benchmark_runs_at_10k_groups():
     result = load("noise_speed").run(groups=10_000, repeats=1)
     assert result["udf_laplace_s"] > 0 and result["udf_gaussian_s"] > 0 and result["query_ratio"] > 0
+
+
+def test_the_ledger_accountants_benchmark_times_a_charge_under_each_accountant():
+    results = load("ledger_accountants").run(charges=[10], repeats=2)
+    assert [r["accountant"] for r in results] == ["basic", "zcdp", "pld"]
+    assert all(r["median_ms"] > 0 and r["first_ms"] > 0 for r in results)

@@ -19,6 +19,7 @@ import pytest
 
 from dpsql import testing
 from dpsql.server import encode
+from tests.support.fixture import POLICY
 from tests.support.server import ThreadServer, call, owner
 
 CHROMIUM = os.environ.get("DPSQL_CHROMIUM", "/usr/bin/chromium")
@@ -248,3 +249,21 @@ def test_a_token_revoked_mid_session_returns_to_the_login(served, page):
     page.wait_for_selector("#login-error:text('no longer accepted')")
     assert page.is_hidden("#console") and page.evaluate("sessionStorage.getItem('dpsql.token')") is None
     assert db.analyst("carol").budget.spent_epsilon == 0
+
+
+def test_the_budget_under_a_composing_accountant_is_an_epsilon_at_delta_and_its_terms(tmp_path, page):
+    # Under pld the sum of costs no longer decides whether a query fits: the meter shows the epsilon
+    # left at the total's delta and pld's own figure, and the cost line leaves the fit to the ledger.
+    db, *_ = owner(tmp_path, {**POLICY, "budget": {**POLICY["budget"], "accountant": "pld"}})
+    token = testing.ledger(db).add_analyst("carol", 1.0, 1e-6)
+    with ThreadServer(db) as server:
+        db.analyst("carol").sql(GROUPED, epsilon=0.5)
+        log_in(page, server.url, token)
+        page.wait_for_selector("#budget-text:has-text('pld accounting')")
+        text = page.text_content("#budget-text")
+        assert "ε 0.5 of 1 left at δ 0.000001 (pld accounting, delta at total epsilon 0)" in text, text
+        assert meter(page) == pytest.approx(0.5)
+        page.fill("#sql", GROUPED)
+        page.wait_for_selector("#cost:has-text('accounting decides when you run')")
+        assert "more than your budget" not in page.text_content("#cost")
+    db.close()

@@ -135,7 +135,8 @@ def test_budget_is_the_analysts_own(served):
     db, _, bob, url = served
     status, body = call(url, "GET", "/v1/budget", token=bob)
     assert status == 200 and body["analyst"] == "bob" and body["total"]["epsilon"] == 1
-    assert set(body) == {"analyst", "total", "spent", "remaining", "queries"}
+    assert set(body) == {"analyst", "total", "spent", "remaining", "queries", "accountant", "at_delta", "terms"}
+    assert (body["accountant"], body["at_delta"], body["terms"]) == ("basic", False, {})
 
 
 def test_console_page_and_security_headers(served):

@@ -185,7 +185,11 @@ function renderExplain(plan) {
     cost.replaceChildren("Running this costs ", el("strong", { id: "cost-value" },
       "ε " + fmt(plan.epsilon) + ", δ " + fmt(plan.delta)), ".");
     const left = state.budget && state.budget.remaining;
-    if (left) {
+    if (left && state.budget.at_delta) {
+      // A composing accountant (zcdp, pld) charges less than the sum: only the ledger can say whether it fits.
+      cost.append(" You have ε " + fmt(left.epsilon || 0) + " left at δ " + fmt(state.budget.total.delta)
+        + " (" + state.budget.accountant + " accounting decides when you run).");
+    } else if (left) {
       cost.append(" You have ε " + fmt(left.epsilon) + " left.");
       if (plan.epsilon > left.epsilon + 1e-12 || plan.delta > left.delta + 1e-15) {
         cost.classList.add("over");
@@ -268,14 +272,19 @@ function renderResult(doc, note, ci) {
 function renderBudget(b) {
   state.budget = b;
   const meter = $("budget-meter");
-  const total = b.total.epsilon, left = b.remaining.epsilon;
+  const total = b.total.epsilon, left = b.remaining.epsilon || 0;   // null: nothing left at that delta
   meter.max = total > 0 ? total : 1;
   meter.value = Math.max(0, left);
   meter.low = meter.max * 0.25;
   meter.high = meter.max * 0.5;
   meter.optimum = meter.max;
   let text = "ε " + fmt(left) + " of " + fmt(total) + " left";
-  if (b.total.delta > 0) text += "; δ " + fmt(b.remaining.delta) + " of " + fmt(b.total.delta);
+  if (b.at_delta) {
+    // The accountant's epsilon at the total's delta, and its own terms (rho for zcdp).
+    text += " at δ " + fmt(b.total.delta) + " (" + b.accountant + " accounting";
+    for (const [k, v] of Object.entries(b.terms || {})) text += ", " + k.replace(/_/g, " ") + " " + fmt(v);
+    text += ")";
+  } else if (b.total.delta > 0) text += "; δ " + fmt(b.remaining.delta) + " of " + fmt(b.total.delta);
   text += " · " + b.queries + (b.queries === 1 ? " query" : " queries") + " charged";
   $("budget-text").textContent = text;
   meter.textContent = text;
