@@ -2,6 +2,10 @@
 timed fresh (never a replay), and the report computes its targets. Speed targets live in
 benchmarks/README.md, not here."""
 
+import math
+
+import pytest
+
 from tests.support.benchmarks import load
 
 
@@ -55,3 +59,12 @@ def test_the_ledger_accountants_benchmark_times_a_charge_under_each_accountant()
     results = load("ledger_accountants").run(charges=[10], repeats=2)
     assert [r["accountant"] for r in results] == ["basic", "zcdp", "pld"]
     assert all(r["median_ms"] > 0 and r["first_ms"] > 0 for r in results)
+
+
+def test_the_composition_benchmark_finds_laplace_best_for_one_query():
+    composition = load("composition")
+    rows = composition.crossover([1, 2])
+    # One count at epsilon 1: discrete Laplace of scale 1, variance 2 e^-1 / (1 - e^-1)^2.
+    assert rows[0]["a"] == pytest.approx(math.sqrt(2 * math.exp(-1)) / (1 - math.exp(-1)), rel=1e-3)
+    assert min(rows[0]["c"], rows[0]["d"]) > rows[0]["b"]          # a Gaussian needs more noise alone
+    assert composition.first_gaussian_win(rows) is None
