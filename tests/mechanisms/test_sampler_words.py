@@ -3,7 +3,10 @@ by one uniform word against exact integer thresholds, 32-bit words for small bou
 Bernoulli(1/e) from 11! instead of 20!. Each threshold is pinned to the unit: a word one below it
 passes the step, the word equal to it does not, so a threshold off by one fails here (a bias of
 1/size, far too small for the seeded frequency tests to see)."""
+import ast
+import inspect
 import math
+import textwrap
 from fractions import Fraction
 
 import numpy as np
@@ -97,3 +100,18 @@ def test_system_below_draws_small_bounds_from_32_bit_halves(monkeypatch):
     assert source.below(np.array([3, 3])).tolist() == [1, 2], "2**32 - 1 rejected, redrawn as 7"
     wide = 2**26 + 1
     assert source.below(np.array([wide, 3])).tolist() == [(2**40 + 3) % wide, 11 % 3]
+
+
+def test_the_new_steps_are_integer_only():
+    """The Mironov (2012) rule for the steps added here (test_noise checks the older ones): no true
+    division, no float literal, no float(), log or exp between the OS bytes and the noise."""
+    steps = (noise.word_steps, noise.first_steps, noise.laplace_round,
+             randomness.SystemRandomSource._uniform, randomness.SystemRandomSource.below)
+    for step in steps:
+        body = ast.parse(textwrap.dedent(inspect.getsource(step))).body[0]
+        body.returns, body.args = None, ast.arguments([], [], None, [], [], None, [])   # annotations say float, compute nothing
+        nodes = list(ast.walk(body))
+        assert not [n for n in nodes if isinstance(n, ast.Div)], step.__name__
+        assert not [n.value for n in nodes if isinstance(n, ast.Constant) and type(n.value) is float], step.__name__
+        names = {getattr(n, "id", None) or getattr(n, "attr", None) for n in nodes}
+        assert not names & {"log", "log1p", "exp", "expm1", "float", "float64", "random", "seed"}, step.__name__
