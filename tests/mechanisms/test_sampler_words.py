@@ -14,8 +14,10 @@ import pytest
 
 from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
+from dpsql.mechanisms.discrete_gaussian import discrete_gaussian
 from dpsql.mechanisms.randomness import SystemRandomSource
 from tests.mechanisms.test_noise import SEEDED_ALPHA, ScriptedSource, binomial_pvalue, seeded
+from tests.support.stats import gaussian_chi_squared_p
 
 
 def thresholds(num: int, den: int, m: int) -> tuple[int, list[int]]:
@@ -115,3 +117,14 @@ def test_the_new_steps_are_integer_only():
         assert not [n.value for n in nodes if isinstance(n, ast.Constant) and type(n.value) is float], step.__name__
         names = {getattr(n, "id", None) or getattr(n, "attr", None) for n in nodes}
         assert not names & {"log", "log1p", "exp", "expm1", "float", "float64", "random", "seed"}, step.__name__
+
+
+@pytest.mark.parametrize("sigma, seed", [(Fraction(3001, 8), 26), (Fraction(6001), 27)])
+def test_the_sampler_is_exact_at_larger_sigmas(sigma, seed):
+    """Beyond test_gaussian's sigmas (up to 26.7), with other word sizes: at 3001/8 the proposal's word
+    decides two of Algorithm 1's steps and the acceptance's one, all in 32 bits; at 6001 the
+    proposal's one, and the acceptance's denominator 2 a**2 = 72,024,002 is above 2**26, so two steps
+    from a 64-bit word. 200,000 seeded draws, chi-squared p > 0.001."""
+    assert [noise.word_steps(d) for d in (3001, 2 * 3001**2, 6001, 2 * 6001**2)] == [2, 1, 1, 2]
+    draws = discrete_gaussian(seeded(seed), sigma, 200_000)
+    assert gaussian_chi_squared_p(draws, float(sigma)) > SEEDED_ALPHA
