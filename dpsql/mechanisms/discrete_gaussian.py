@@ -3,7 +3,7 @@ the integers, sampled with integer arithmetic from the OS CSPRNG, and its law co
 bounds (the tails, the exact (epsilon, delta) curve) for calibration, error bars and thresholds.
 
 Sampling is Canonne, Kamath and Steinke 2020 ("The Discrete Gaussian for Differential Privacy"),
-Algorithm 3: a discrete Laplace proposal (their Algorithm 2, ``discrete_laplace``) accepted with
+Algorithm 3: a discrete Laplace proposal (their Algorithm 2, ``laplace_round``) accepted with
 probability exp(-gamma) by their Algorithm 1 for rational gamma: no floating point and no
 ln(random()) on the sampling path. Floats appear only in the law below, always with a bound on their
 error on the side that keeps privacy (a larger delta, a wider interval, a higher threshold).
@@ -20,7 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpsql.mechanisms.discrete_laplace import bernoulli_exp, geometric_exp_minus_one, discrete_laplace
+from dpsql.mechanisms.discrete_laplace import bernoulli_exp, geometric_exp_minus_one, laplace_round
 from dpsql.mechanisms.losses import MARGIN
 from dpsql.mechanisms.randomness import RandomSource
 
@@ -87,9 +87,10 @@ def discrete_gaussian(source: RandomSource, sigma: Fraction, size: int) -> np.nd
     a, b = sigma.numerator, sigma.denominator
     filled = 0
     while filled < size:
-        # Algorithm 3 with t = sigma: about 1.32 proposals per draw (acceptance e^-1/2 sqrt(pi/2)).
+        # Algorithm 3 with t = sigma: about 1.32 proposals per draw (acceptance e^-1/2 sqrt(pi/2)),
+        # each from a round of Algorithm 2 where about 0.6 of the tries succeed: 9/4 tries a draw.
         want = size - filled
-        y = discrete_laplace(source, sigma, want + want // 3 + 16)
+        y = laplace_round(source, a, b, want * 9 // 4 + 64)
         kept = y[_acceptance(source, y, a, b)][:want]
         out[filled:filled + kept.size] = kept
         filled += kept.size

@@ -29,9 +29,16 @@ _INT64_MAX = 2**63 - 1
 _MAX_NUMERATOR = 2**50   # dyadic numerators stay below this, so n * K fits int64 for K < 2**13
 _MAX_LOG2_DENOMINATOR = 30
 _FACT20 = math.factorial(20)  # largest factorial below 2**63
-# 20!/j! for j = 20, 19, ..., 1 (ascending): P(uniform [0, 20!) < 20!/j!) = 1/j! exactly.
-_FACT20_THRESHOLDS = np.array([_FACT20 // math.factorial(j) for j in range(20, 0, -1)],
-                              dtype=np.int64)
+_NARROW = 2**26               # bounds up to this cost the OS source 32 bits (randomness._NARROW)
+_NARROW_STEPS = 11            # 11! <= 2**26: the geometric's Bernoulli(1/e) from 32-bit words
+
+
+def _fact_thresholds(m: int) -> np.ndarray:
+    """m!/j! for j = m, m-1, ..., 1 (ascending): P(uniform [0, m!) < m!/j!) = 1/j! exactly."""
+    return np.array([math.factorial(m) // math.factorial(j) for j in range(m, 0, -1)], dtype=np.int64)
+
+
+_FACT_THRESHOLDS = {20: _fact_thresholds(20), _NARROW_STEPS: _fact_thresholds(_NARROW_STEPS)}
 
 
 def dyadic_scale(scale: float) -> Fraction:
@@ -85,6 +92,47 @@ def bernoulli_ratio(source: RandomSource, num: np.ndarray, den: int, k: np.ndarr
     return out
 
 
+def word_steps(den: int) -> int:
+    """The most steps m of Algorithm 1 one uniform word in [0, den**m * m!) decides: that size at
+    most 2**26 (32 bits from the OS source), else below 2**62; 0 if den alone is that large.
+
+    >>> word_steps(3), word_steps(2167), word_steps(9388178), word_steps(2**40), word_steps(2**62)
+    (7, 2, 1, 1, 0)
+    """
+    for limit in (_NARROW + 1, 2**62):
+        m, size = 0, 1
+        while size * den * (m + 1) < limit:
+            m += 1
+            size *= den * m
+        if m:
+            return m
+    return 0
+
+
+def first_steps(source: RandomSource, num: np.ndarray, den: int, m: int) -> np.ndarray:
+    """min(K, m + 1) for Algorithm 1's K at gamma = num/den (0 < num <= den), from one word each.
+
+    P(K > j) = P(A_1 = ... = A_j = 1) = gamma**j / j!, nested in j, so one uniform W in [0, M),
+    M = den**m * m!, gives K > j iff W < M gamma**j / j! = num**j * den**(m-j) * m!/j!, an integer
+    at most M < 2**62: exact, no rounding. Given K > m (W below the last threshold) the A_j beyond m
+    are independent of W, so the caller goes on with fresh Bernoulli(gamma / j) draws.
+
+    >>> first_steps(GeneratorRandomSource(np.random.default_rng(0)), np.array([3, 3]), 3, 14).tolist()
+    [2, 3]
+    """
+    size = den**m * math.factorial(m)
+    w = source.below(np.full(num.size, size, dtype=np.int64))
+    k = np.ones(num.size, dtype=np.int64)
+    power = np.ones(num.size, dtype=np.int64)
+    for j in range(1, m + 1):
+        power = power * num                                  # num**j <= den**j
+        passed = w < power * (den ** (m - j) * (math.factorial(m) // math.factorial(j)))
+        if not passed.any():
+            break
+        k += passed
+    return k
+
+
 def bernoulli_exp(source: RandomSource, num: np.ndarray, den: int) -> np.ndarray:
     """Elementwise Bernoulli(exp(-num/den)) for 0 <= num <= den.
 
@@ -92,9 +140,14 @@ def bernoulli_exp(source: RandomSource, num: np.ndarray, den: int) -> np.ndarray
     [True, True, True]
     """
     # Canonne, Kamath, Steinke 2020, Algorithm 1 (gamma <= 1): K = first k with A_k ~ Bern(gamma/k)
-    # equal to 0; P(K odd) = exp(-gamma). Elements with num == 0 stop at K = 1 for free.
+    # equal to 0; P(K odd) = exp(-gamma). Elements with num == 0 stop at K = 1 for free; the first
+    # steps of the others come from one word each (first_steps), the rare rest one step at a time.
     k = np.ones(num.size, dtype=np.int64)
     active = np.flatnonzero(num > 0)
+    steps = word_steps(den)
+    if steps and active.size:
+        k[active] = first_steps(source, num[active], den, steps)
+        active = active[k[active] > steps]
     while active.size:
         success = bernoulli_ratio(source, num[active], den, k[active])
         active = active[success]
@@ -102,17 +155,19 @@ def bernoulli_exp(source: RandomSource, num: np.ndarray, den: int) -> np.ndarray
     return (k & 1) == 1
 
 
-def bernoulli_exp_minus_one(source: RandomSource, size: int) -> np.ndarray:
-    """``size`` i.i.d. Bernoulli(exp(-1)) draws, mostly one uniform word each.
+def bernoulli_exp_minus_one(source: RandomSource, size: int, steps: int = 20) -> np.ndarray:
+    """``size`` i.i.d. Bernoulli(exp(-1)) draws, mostly one uniform word in [0, steps!) each
+    (``steps`` 20 or 11; 11! fits the OS source's 32-bit words).
 
     >>> bernoulli_exp_minus_one(GeneratorRandomSource(np.random.default_rng(0)), 4).dtype
     dtype('bool')
     """
     # Canonne, Kamath, Steinke 2020, Algorithm 1 with gamma = 1, where P(K >= k) = 1/(k-1)!: one
-    # uniform W in [0, 20!) decides the first 20 steps exactly, since K >= k iff W < 20!/(k-1)!.
-    w = source.below(np.full(size, _FACT20, dtype=np.int64))
-    k = 1 + _FACT20_THRESHOLDS.size - np.searchsorted(_FACT20_THRESHOLDS, w, side="right")
-    active = np.flatnonzero(w == 0)  # K >= 21 (probability 1/20!): continue the series by hand
+    # uniform W in [0, m!) decides the first m steps exactly, since K >= k iff W < m!/(k-1)!.
+    thresholds = _FACT_THRESHOLDS[steps]
+    w = source.below(np.full(size, math.factorial(steps), dtype=np.int64))
+    k = 1 + steps - np.searchsorted(thresholds, w, side="right")
+    active = np.flatnonzero(w == 0)  # K >= m + 1 (probability 1/m!): continue the series by hand
     while active.size:
         success = source.below(k[active]) == 0
         active = active[success]
@@ -129,7 +184,7 @@ def geometric_exp_minus_one(source: RandomSource, size: int) -> np.ndarray:
     v = np.zeros(size, dtype=np.int64)
     active = np.arange(size)
     while active.size:
-        active = active[bernoulli_exp_minus_one(source, active.size)]
+        active = active[bernoulli_exp_minus_one(source, active.size, _NARROW_STEPS)]
         v[active] += 1
     return v
 
@@ -176,24 +231,34 @@ def discrete_laplace(source: RandomSource, scale: float, size: int) -> np.ndarra
     out = np.zeros(int(size), dtype=np.int64)
     if t == 0 or size == 0:
         return out
-    n, s = t.numerator, t.denominator
-    # Canonne, Kamath, Steinke 2020, Algorithm 2 with scale n/s, run as vectorised rejection rounds.
-    pending = np.arange(out.size)
-    while pending.size:
-        # One word gives both U ~ Uniform[0, n) and the sign bit B; B is independent of the rest,
-        # so drawing it early (the paper draws it last) leaves the distribution unchanged.
-        w = source.below(np.full(pending.size, 2 * n, dtype=np.int64))
-        u, b = w >> 1, w & 1
-        keep = bernoulli_exp(source, u, n)      # D ~ Bernoulli(exp(-U/n)); reject when D = 0
-        u, b, idx = u[keep], b[keep], pending[keep]
-        v = geometric_exp_minus_one(source, idx.size)
-        y = floor_div(u, v, n, s)               # X = U + n*V ~ Geom(exp(-1/n)); Y = floor(X/s)
-        accept = (b == 0) | (y != 0)             # reject (B = 1, Y = 0): +0 and -0 count once
-        out[idx[accept]] = np.where(b[accept] == 1, -y[accept], y[accept])
-        done = np.zeros(pending.size, dtype=bool)
-        done[np.flatnonzero(keep)[accept]] = True
-        pending = pending[~done]
+    filled = 0
+    while filled < size:
+        # About 0.68 of the attempts succeed at scale 1, 0.6 at large scales: one round mostly does.
+        want = int(size) - filled
+        draws = laplace_round(source, t.numerator, t.denominator, want + want // 2 + 64)[:want]
+        out[filled:filled + draws.size] = draws
+        filled += draws.size
     return out
+
+
+def laplace_round(source: RandomSource, n: int, s: int, attempts: int) -> np.ndarray:
+    """One vectorised round of ``attempts`` tries of Canonne, Kamath, Steinke 2020, Algorithm 2 with
+    scale n/s: the draws of those that succeed, i.i.d. discrete Laplace (the tries are independent, so
+    which of them succeed says nothing about the values of the others), in the order tried.
+
+    >>> laplace_round(GeneratorRandomSource(np.random.default_rng(0)), 1, 1, 10).size <= 10
+    True
+    """
+    # One word gives both U ~ Uniform[0, n) and the sign bit B; B is independent of the rest,
+    # so drawing it early (the paper draws it last) leaves the distribution unchanged.
+    w = source.below(np.full(attempts, 2 * n, dtype=np.int64))
+    u, b = w >> 1, w & 1
+    keep = bernoulli_exp(source, u, n)      # D ~ Bernoulli(exp(-U/n)); reject when D = 0
+    u, b = u[keep], b[keep]
+    v = geometric_exp_minus_one(source, u.size)
+    y = floor_div(u, v, n, s)               # X = U + n*V ~ Geom(exp(-1/n)); Y = floor(X/s)
+    accept = (b == 0) | (y != 0)             # reject (B = 1, Y = 0): +0 and -0 count once
+    return np.where(b[accept] == 1, -y[accept], y[accept])
 
 
 def _q(scale: float) -> tuple[float, float]:

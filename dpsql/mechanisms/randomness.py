@@ -8,6 +8,7 @@ import numpy as np
 
 
 _BATCH_WORDS = 4096      # small requests are served from one 32 KiB os.urandom read
+_NARROW = 2**26          # bounds up to this are drawn from 32-bit words
 
 
 @runtime_checkable
@@ -59,25 +60,42 @@ class SystemRandomSource:
         words, self._buffer = self._buffer[:m], self._buffer[m:]
         return words
 
+    def _uniform(self, bound: np.ndarray) -> np.ndarray:
+        """Uniform integers in [0, bound) of bound's width (uint32 or uint64), by modulo with rejection.
+
+        A uint32 request reads whole uint64 words and uses their halves (the unused half of an odd
+        request is dropped, never read twice)."""
+        halves = 8 // bound.itemsize
+
+        def words(m: int) -> np.ndarray:
+            return self._words(-(-m // halves)).view(bound.dtype)[:m]
+        # Accept x only if the whole block of n values containing x fits below 2**width: then x % n
+        # is exactly uniform (no modulo bias). Unsigned arithmetic wraps, so 0 - n is 2**width - n.
+        top = bound.dtype.type(0) - bound
+        drawn = words(bound.size)
+        out = drawn % bound
+        rejected = np.flatnonzero(drawn - out > top)
+        while rejected.size:  # probability < n / 2**width per element
+            drawn = words(rejected.size)
+            redo = drawn % bound[rejected]
+            ok = drawn - redo <= top[rejected]
+            out[rejected[ok]] = redo[ok]
+            rejected = rejected[~ok]
+        return out
+
     def below(self, n: np.ndarray) -> np.ndarray:
-        """Elementwise uniform integers in [0, n), by modulo with rejection on uint64 words.
+        """Elementwise uniform integers in [0, n): bounds all up to 2**26 from 32 bits each (half
+        the OS bytes; a draw is rejected with probability < 2**-6), others from 64 bits.
 
         >>> SystemRandomSource().below(np.ones(3, dtype=np.int64)).tolist()
         [0, 0, 0]
         """
         n = check_bounds(n)
         bound = np.ascontiguousarray(n).reshape(-1).view(np.uint64)  # n >= 1, so the view is exact
-        # Accept x only if the whole block of n values containing x fits below 2**64: then x % n is
-        # exactly uniform (no modulo bias). Uint64 arithmetic wraps, so 0 - n is 2**64 - n.
-        words = self._words(bound.size)
-        out = words % bound
-        rejected = np.flatnonzero(words - out > np.uint64(0) - bound)
-        while rejected.size:  # probability < n / 2**64 per element
-            words = self._words(rejected.size)
-            redo = words % bound[rejected]
-            ok = words - redo <= np.uint64(0) - bound[rejected]
-            out[rejected[ok]] = redo[ok]
-            rejected = rejected[~ok]
+        if bound.size and bound.max() <= _NARROW:
+            out = self._uniform(bound.astype(np.uint32)).astype(np.uint64)
+        else:
+            out = self._uniform(bound)
         return out.view(n.dtype).reshape(n.shape)
 
 
