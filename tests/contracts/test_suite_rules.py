@@ -30,6 +30,9 @@ ALLOWED_PRIVATE = {
     ("api/test_result.py", "_repr_html_"):
         "IPython's display protocol: Jupyter calls _repr_html_ by that name, and the test renders a Result "
         "the way Jupyter does",
+    ("mechanisms/test_sampler_words.py", "_uniform"):
+        "the Mironov rule reads the source of SystemRandomSource's word step to check it is integer-only; "
+        "the test reads its text, never calls it",
     ("mechanisms/test_noise.py", "_exit"):
         "os._exit, the documented way for a forked child to end without running the parent's cleanup",
 }

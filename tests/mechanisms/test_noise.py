@@ -20,14 +20,10 @@ from dpsql.mechanisms import randomness
 from dpsql.mechanisms.base import DISCRETE_LAPLACE, NoiseBuffer
 from dpsql.mechanisms.discrete_laplace import discrete_laplace, discrete_laplace_bound, discrete_laplace_cdf_tail, discrete_laplace_pmf, dyadic_scale
 from dpsql.mechanisms.randomness import GeneratorRandomSource, RandomSource, SystemRandomSource, as_random_source
+from tests.support.sources import SEEDED_ALPHA, ScriptedSource, binomial_pvalue, seeded
 
 LAPLACE = DISCRETE_LAPLACE.code
-SEEDED_ALPHA = 1e-3   # seeded chi-squared tests require p > 0.001 (deterministic given the seed)
 SYSTEM_ALPHA = 1e-9   # unseeded: a correct sampler fails with probability ~1e-9
-
-
-def seeded(seed: int) -> GeneratorRandomSource:
-    return GeneratorRandomSource(np.random.default_rng(seed))
 
 
 def cdf(scale: float, x: np.ndarray) -> np.ndarray:
@@ -155,27 +151,10 @@ def test_sampling_path_has_no_floating_point_or_weak_randomness():
 
 # --- internal Bernoulli samplers ----------------------------------------------------------------
 
-def binomial_pvalue(successes: int, trials: int, p: float) -> float:
-    return stats.binomtest(int(successes), trials, p).pvalue
-
-
 def test_bernoulli_exp_minus_one_frequency():
     """Bernoulli(exp(-1)) from one word in [0, 20!): 10**6 seeded draws, binomial p > 0.001."""
     n = 1_000_000
     assert binomial_pvalue(noise.bernoulli_exp_minus_one(seeded(11), n).sum(), n, math.exp(-1)) > SEEDED_ALPHA
-
-
-class ScriptedSource:
-    """A RandomSource replaying fixed answers, recording every bound it was asked for."""
-
-    def __init__(self, answers):
-        self.answers, self.bounds = list(answers), []
-
-    def below(self, n):
-        self.bounds.append(np.asarray(n).tolist())
-        answer = np.asarray(self.answers.pop(0), dtype=np.asarray(n).dtype)
-        assert answer.shape == np.shape(n) and (answer < n).all()
-        return answer
 
 
 def test_bernoulli_exp_minus_one_continues_the_series_past_20():

@@ -16,7 +16,7 @@ from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
 from dpsql.mechanisms.discrete_gaussian import discrete_gaussian
 from dpsql.mechanisms.randomness import SystemRandomSource
-from tests.mechanisms.test_noise import SEEDED_ALPHA, ScriptedSource, binomial_pvalue, seeded
+from tests.support.sources import SEEDED_ALPHA, ScriptedSource, binomial_pvalue, seeded
 from tests.support.stats import gaussian_chi_squared_p
 
 
