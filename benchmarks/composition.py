@@ -66,10 +66,8 @@ def delta_of(mechanism: str) -> float:
 def fits(db, queries: list[str], mechanism: str, accountant: str, epsilon: float) -> bool:
     """Whether ``queries`` at ``epsilon`` each (and the mechanism's delta) fit the total, by the accountant."""
     acct, delta = ACCOUNTANTS[accountant], delta_of(mechanism)
-    charges = []
-    for sql in queries:
-        plan = db.explain(sql, epsilon, delta, mechanism=mechanism)
-        charges.append(Charged(Decimal(repr(epsilon)), Decimal(repr(delta)), plan.releases()))
+    releases = {sql: db.explain(sql, epsilon, delta, mechanism=mechanism).releases() for sql in set(queries)}
+    charges = [Charged(Decimal(repr(epsilon)), Decimal(repr(delta)), releases[sql]) for sql in queries]
     return acct.fits(acct.compose(acct.empty(), charges), Cost.of(*TOTAL))
 
 

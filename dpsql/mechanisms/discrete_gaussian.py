@@ -4,8 +4,8 @@ bounds (the tails, the exact (epsilon, delta) curve) for calibration, error bars
 
 Sampling is Canonne, Kamath and Steinke 2020 ("The Discrete Gaussian for Differential Privacy"),
 Algorithm 3: a discrete Laplace proposal (their Algorithm 2, ``laplace_round``) accepted with
-probability exp(-gamma) by their Algorithm 1 for rational gamma: no floating point and no
-ln(random()) on the sampling path. Floats appear only in the law below, always with a bound on their
+probability exp(-gamma) by their Algorithm 1 for rational gamma: no floating point and no logarithm
+of a uniform double on the sampling path. Floats appear only in the law below, always with a bound on their
 error on the side that keeps privacy (a larger delta, a wider interval, a higher threshold).
 
 >>> from dpsql.mechanisms.randomness import GeneratorRandomSource
