@@ -22,6 +22,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from dpsql.mechanisms.exponential import Exponential
 from dpsql.mechanisms.gaussian import DiscreteGaussian
 from dpsql.mechanisms.laplace import DiscreteLaplace
 from dpsql.mechanisms.losses import APPROXIMATE, PURE, ZCDP, Loss
@@ -29,7 +30,8 @@ from dpsql.mechanisms.randomness import RandomSource
 from dpsql.mechanisms.releases import APPROX, Release, Sensitivity
 
 __all__ = ["Mechanism", "MECHANISMS", "PRIVACY_MAPS", "mechanism", "named", "choose", "NoiseBuffer",
-           "PURE", "ZCDP", "APPROXIMATE", "PLD_DISCRETIZATION", "DISCRETE_LAPLACE", "DISCRETE_GAUSSIAN"]
+           "PURE", "ZCDP", "APPROXIMATE", "PLD_DISCRETIZATION", "DISCRETE_LAPLACE", "DISCRETE_GAUSSIAN",
+           "EXPONENTIAL"]
 
 # dp-accounting's default discretization of privacy losses (its estimates are pessimistic).
 PLD_DISCRETIZATION = 1e-4
@@ -118,9 +120,10 @@ class Approximate:
 DISCRETE_LAPLACE = DiscreteLaplace()
 DISCRETE_GAUSSIAN = DiscreteGaussian()
 APPROXIMATE_GUARANTEE = Approximate()
+EXPONENTIAL = Exponential()   # a choice, not additive noise: a privacy map, not in MECHANISMS
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (DISCRETE_LAPLACE, DISCRETE_GAUSSIAN)}
 # Every name a Release may carry: the noise mechanisms, and the (epsilon, delta) statement.
-PRIVACY_MAPS = {**MECHANISMS, APPROXIMATE_GUARANTEE.name: APPROXIMATE_GUARANTEE}
+PRIVACY_MAPS = {**MECHANISMS, APPROXIMATE_GUARANTEE.name: APPROXIMATE_GUARANTEE, EXPONENTIAL.name: EXPONENTIAL}
 OPTIONS = {m.option: m for m in MECHANISMS.values()}
 CODES = {m.code: m for m in MECHANISMS.values()}
 # What each accountant composes best, when the query's delta allows it. Basic composition adds each
