@@ -26,12 +26,13 @@ from dpsql.mechanisms.exponential import Exponential
 from dpsql.mechanisms.gaussian import DiscreteGaussian
 from dpsql.mechanisms.laplace import DiscreteLaplace
 from dpsql.mechanisms.losses import APPROXIMATE, PURE, ZCDP, Loss
+from dpsql.mechanisms.quantile_rules import BY_NAME as QUANTILE_RULES
 from dpsql.mechanisms.randomness import RandomSource
 from dpsql.mechanisms.releases import APPROX, Release, Sensitivity
 
 __all__ = ["Mechanism", "MECHANISMS", "PRIVACY_MAPS", "mechanism", "named", "choose", "NoiseBuffer",
            "PURE", "ZCDP", "APPROXIMATE", "PLD_DISCRETIZATION", "DISCRETE_LAPLACE", "DISCRETE_GAUSSIAN",
-           "EXPONENTIAL"]
+           "EXPONENTIAL", "measures", "releases_of"]
 
 # dp-accounting's default discretization of privacy losses (its estimates are pessimistic).
 PLD_DISCRETIZATION = 1e-4
@@ -136,8 +137,22 @@ BEST_FOR: dict[str, Mechanism] = {"basic": DISCRETE_LAPLACE, "zcdp": DISCRETE_GA
 
 
 def mechanism(name: str) -> Mechanism:
-    """The registered mechanism of that name (as releases and measurements carry it)."""
-    return MECHANISMS[name]
+    """The registered mechanism of that name (as releases and measurements carry it): a noise
+    mechanism, or a quantile rule (mechanisms/quantile_rules.py), which answers the same questions
+    of explain and calibration."""
+    return MECHANISMS[name] if name in MECHANISMS else QUANTILE_RULES[name]   # type: ignore[return-value]
+
+
+def measures(name: str) -> bool:
+    """Whether a measurement may name it: a noise mechanism or a quantile rule."""
+    return name in MECHANISMS or name in QUANTILE_RULES
+
+
+def releases_of(release: Release, loss: Loss) -> tuple[Release, ...]:
+    """What one measurement releases in registered privacy maps: itself, or a quantile rule's parts
+    (PTR: its test's and its answer's noise and its delta)."""
+    chosen = QUANTILE_RULES.get(release.mechanism)
+    return (release,) if chosen is None else chosen.releases(release, loss)
 
 
 def named(option: str) -> Mechanism:

@@ -160,6 +160,12 @@ def compose(losses: list[Loss], delta: float) -> tuple[float, float]:
     measures = {loss.measure for loss in losses}
     if measures == {ZCDP}:
         return zcdp_epsilon(sum(loss.rho for loss in losses), delta), float(delta)
+    if ZCDP in measures and PURE not in measures:
+        # zCDP shares beside a quantile rule's (epsilon, delta): the zCDP part converted at ``delta``,
+        # the rest added to it (basic composition).
+        rest = [loss for loss in losses if loss.measure != ZCDP]
+        epsilon, spent = compose([loss for loss in losses if loss.measure == ZCDP], delta)
+        return epsilon + float(sum(loss.epsilon for loss in rest)), spent + float(sum(loss.delta for loss in rest))
     if measures - {PURE, APPROXIMATE}:
         raise ValueError(f"cannot compose losses of measures {sorted(measures)} into one guarantee")
     return float(sum(loss.epsilon for loss in losses)), float(sum(loss.delta for loss in losses))
