@@ -4,9 +4,11 @@ For tests and the data owner's own checks, in-process only (never reachable over
 spends no budget and draws no noise, so whoever can call it already holds the data.
 
 * ``noise="identity"``: every measurement is released exact (bounded, but without noise): the
-  sensitivity and differential tests compare these values.
-* ``noise="zero"``: every measurement reads 0, so two neighbouring databases release the same
-  values, and anything that still differs (row order, row count, an error) is a side channel.
+  sensitivity and differential tests compare these values; a quantile rule answers the quantile's
+  own cell of the bounded histogram.
+* ``noise="zero"``: every measurement reads 0 (a quantile rule answers cell 0), so two neighbouring
+  databases release the same values, and anything that still differs (row order, row count, an
+  error) is a side channel.
 
 ``sampling="hash"`` makes the choice of a unit's L partitions a fixed function of (unit, key), so
 runs on neighbouring databases are coupled; ``stage="measurements"`` returns each candidate group's
@@ -41,6 +43,8 @@ from dpsql.api.connection import PrivateConnection
 from dpsql.api.plan_cache import PlanCache
 from dpsql.engines import duckdb_schema
 from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.lower.names import choice_function
+from dpsql.mechanisms.quantile_rules import noiseless
 from dpsql.mechanisms.randomness import RandomSource
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
@@ -68,14 +72,28 @@ def _zero(values: pa.Array, code: pa.Array, a: pa.Array, b: pa.Array, c: pa.Arra
     return pa.array(np.zeros(len(values), dtype=np.int64), type=pa.int64())
 
 
+def _exact_choice(cells: pa.Array, counts: pa.Array, arguments: pa.Array) -> pa.Array:
+    """A quantile rule's noiseless answer: the quantile's own cell (mechanisms/quantile_rules.py)."""
+    rows = zip(cells.to_pylist(), counts.to_pylist(), arguments.to_pylist())
+    return pa.array([noiseless(c, n, a) for c, n, a in rows], type=pa.int64())
+
+
+def _first_choice(cells: pa.Array, counts: pa.Array, arguments: pa.Array) -> pa.Array:
+    """Every rule answers cell 0, whatever the data (the zero-noise release)."""
+    return pa.array(np.zeros(len(cells), dtype=np.int64), type=pa.int64())
+
+
 def _function(db: PrivateConnection, noise: str) -> str:
-    """The name of this connection's noiseless UDF of that kind, registered once."""
+    """The name of this connection's noiseless UDF of that kind, registered once with its choice
+    function (lower/names.py ``choice_function``)."""
     if noise not in NOISE:
         raise ValueError(f"noise must be one of {NOISE}, got {noise!r}")
     names = db.__dict__.setdefault("_testing_functions", {})
     if noise not in names:
         names[noise] = f"dpsql_{noise}_{secrets.token_hex(6)}"
-        _engine(db).register_noise(names[noise], _identity if noise == "identity" else _zero)
+        exact = noise == "identity"
+        _engine(db).register_noise(names[noise], _identity if exact else _zero)
+        _engine(db).register_choice(choice_function(names[noise]), _exact_choice if exact else _first_choice)
     return names[noise]
 
 

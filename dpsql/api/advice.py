@@ -8,7 +8,8 @@ than live on Earth) could add to it, each at most its sensitivity, so no table a
 noise; (2) from the release: every value of a count or sum lies within its 95% noise of 0; (3) an
 AVG's or a variance's interval covers its whole bounds in every row; (4) partition selection: only
 its rule when the candidate groups come from the data (their number is private), the number withheld
-when they come from the policy (candidates minus released rows is then public).
+when they come from the policy (candidates minus released rows is then public); (5) a quantile that
+propose-test-release left without an answer (NULL, a released value) in some rows.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from dpsql.plan.aggregates import AGGREGATES, released_directly
+from dpsql.plan.kinds import Quantity
 from dpsql.plan.text import CONFIDENCE
 
 if TYPE_CHECKING:
@@ -61,11 +63,31 @@ def result_warnings(plan: Plan, table: pa.Table) -> list[str]:
     if whole:
         out.append(f"the confidence interval of {', '.join(whole)} covers the whole of its bounds in every row: "
                    "the noise dominates; a larger epsilon (or coarser groups) gives clearer answers")
+    unanswered = _unanswered(plan, table)
+    if unanswered:
+        out.append(f"no answer (NULL) for {unanswered}: {NO_ANSWER}")
     dropped = _dropped(plan, table)
     if dropped:
         out.append(f"DP partition selection withheld {dropped} of {plan.partitions} possible groups: too few "
                    f"people (a noisy count below {plan.selection.threshold})")
     return out
+
+
+# Only propose-test-release answers NULL (mechanisms/stable_quantile.py): its released refusal.
+NO_ANSWER = ("its propose-test-release test failed: too few values lie near the quantile for its proposal, so "
+             "releasing it could reveal a person; the NULL is the answer, paid for and private")
+
+
+def _unanswered(plan: Plan, table: pa.Table) -> str:
+    """Quantile outputs that a quantile rule left NULL in some rows, and in how many (released values)."""
+    found = []
+    for o in plan.visible_outputs:
+        histogram = [m for m in o.measurements if plan.measurement(m).kind == Quantity.HISTOGRAM]
+        if histogram and o.name in table.column_names:
+            nulls = table.column(o.name).null_count
+            if nulls:
+                found.append(f"{o.name} in {nulls} of {table.num_rows} row(s)")
+    return ", ".join(found)
 
 
 def _swamped(plan: Plan) -> list[tuple[Output, float]]:

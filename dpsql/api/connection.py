@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.mechanisms.base import NoiseBuffer, noise
+from dpsql.mechanisms.quantile_rules import answer
 from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
 from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, UnsupportedConstruct
@@ -35,6 +36,7 @@ from dpsql.frontend import size
 from dpsql.limits import Deadline, WorkLimits, check_seconds
 from dpsql.policy.loading import load_policy
 from dpsql.policy.model import Policy
+from dpsql.lower.names import choice_function
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines import versions
 from dpsql.engines.duckdb import DuckDBEngine
@@ -71,6 +73,7 @@ class PrivateConnection:
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         self._plans = PlanCache()
         engine.register_noise(self._noise_function, self._noise_udf)
+        engine.register_choice(choice_function(self._noise_function), self._choice_udf)
         # pyarrow loads its compute functions on first use (0.7 s): load them now, not in the first
         # DP query, whose time would tell its analyst that nobody had run one (a shared cache).
         pa.array([None], type=pa.int64()).fill_null(0)
@@ -85,6 +88,13 @@ class PrivateConnection:
         with self._lock:
             released = noise(self._noise, self._source, exact, columns[0], np.column_stack(columns[1:]))
         return pa.array(released, type=pa.int64())
+
+    def _choice_udf(self, cells: pa.Array, counts: pa.Array, arguments: pa.Array) -> pa.Array:
+        """A quantile rule's answer for each group of one chunk, drawn from the connection's source
+        (mechanisms/quantile_rules.py ``answer``): a cell, or None for PTR's "no answer"."""
+        rows = zip(cells.to_pylist(), counts.to_pylist(), arguments.to_pylist())
+        with self._lock:
+            return pa.array([answer(self._source, c, n, a) for c, n, a in rows], type=pa.int64())
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
              ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> Plan | PublicPlan:

@@ -61,10 +61,12 @@ def plan_summary(plan) -> str:
 
 def plan_signature(plan: Plan) -> str:
     """Everything about a plan that shapes what it releases, beyond its SQL text."""
-    # Every field of every measurement (the argument as SQL text: a tree's repr can be enormous).
+    # Every field of every measurement (the argument as SQL text: a tree's repr can be enormous). A
+    # quantile rule's q enters only where it is set, so the plans of before keep their replay keys.
     parts = [repr(tuple(m.argument.sql() if name == "argument" and m.argument is not None else
                         value.value if isinstance(value, Enum) else value   # as the strings they replaced
-                        for name, value in vars(m).items())) for m in plan.measurements]
+                        for name, value in vars(m).items() if name != "quantile" or value is not None))
+             for m in plan.measurements]
     parts += [repr((o.name, o.kind.value, o.column, o.measurements, o.key_index, o.lower, o.upper, o.hidden,
                     o.expression.sql() if o.expression is not None else None, o.quantile)) for o in plan.outputs]
     parts += [k.expression.sql() for k in plan.group_keys]

@@ -33,6 +33,7 @@ LOCKDOWN = (
     ("lock_configuration", True),
 )
 BIGINT = duckdb.sqltype("BIGINT")
+BIGINTS = duckdb.list_type(BIGINT)
 MAX_PUBLIC_KEYS = 1_000_000   # groups of one public column a query may release
 BATCH_ROWS = 65_536           # rows per batch while counting a public-only answer's rows
 
@@ -242,6 +243,12 @@ class DuckDBEngine:
     def register_noise(self, name: str, function: Callable[..., pa.Array]) -> None:
         # Registered after the lock-down: functions are not settings. side_effects: never folded or cached.
         self.con.create_function(name, function, [BIGINT] * 5, BIGINT, type="arrow", side_effects=True)
+
+    def register_choice(self, name: str, function: Callable[..., pa.Array]) -> None:
+        """A quantile rule's choice function: (cells, counts, arguments) lists in, a cell or NULL (PTR's
+        "no answer") out; its inputs are never NULL (lower/histogram.py), so NULL handling is its own."""
+        self.con.create_function(name, function, [BIGINTS] * 3, BIGINT, type="arrow", side_effects=True,
+                                 null_handling="special")
 
     def bind(self, sql: str) -> duckdb.DuckDBPyRelation:
         """Parse and bind before anything is spent. Parser and binder errors (a type mismatch, an

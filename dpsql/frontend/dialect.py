@@ -27,7 +27,7 @@ from sqlglot.parsers.duckdb import DuckDBParser
 from sqlglot.tokens import TokenType
 
 DP_AGGREGATES = ("COUNT", "SUM", "AVG", "VAR_POP", "VAR_SAMP", "VARIANCE", "STDDEV", "STDDEV_POP", "STDDEV_SAMP",
-                 "MEDIAN", "QUANTILE_CONT", "PERCENTILE_CONT")
+                 "MEDIAN", "QUANTILE_CONT", "PERCENTILE_CONT", "MIN", "MAX")
 
 
 class DifferentialPrivacy(exp.Expression):
@@ -77,7 +77,19 @@ class DpsqlParser(DuckDBParser):
     FUNCTION_PARSERS = {
         **DuckDBParser.FUNCTION_PARSERS,
         "QUANTILE_CONT": lambda self: self._parse_distinct_arg_function(_Bounded(exp.PercentileCont)),
+        # MIN and MAX too (DuckDB's own parser reads MIN(x, n), its top-n form, as ``count``).
+        "MIN": lambda self: self._parse_bounded_min_max(exp.Min),
+        "MAX": lambda self: self._parse_bounded_min_max(exp.Max),
     }
+
+    def _parse_bounded_min_max(self, func):
+        """DuckDBParser._parse_min_max with the named arguments kept (``mechanism => 'tree'``)."""
+        expression = self._parse_distinct_arg_function(_Bounded(func))
+        if len(expression.expressions) > 1:
+            self.raise_error(f"Expected at most 2 arguments for {func.__name__}")
+        expression.set("count", expression.expressions[0] if expression.expressions else None)
+        expression.set("expressions", None)
+        return expression
 
     def _parse_hint(self):
         # Called right after SELECT: the place of GoogleSQL's `WITH DIFFERENTIAL_PRIVACY` clause.

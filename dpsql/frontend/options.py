@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dpsql.mechanisms.base import OPTIONS as MECHANISM_OPTIONS
+from dpsql.mechanisms.quantile_rules import OPTIONS as QUANTILE_OPTIONS
 from dpsql.policy.bounds import MAX_BOUND
 
 NUMERIC_OPTIONS = ("epsilon", "delta", "max_groups_contributed")
@@ -34,9 +35,10 @@ class QueryOptions:
 @dataclass(frozen=True)
 class Bounds:
     """An aggregate's contribution bounds: per row (clamp each value), per group (clamp each unit's
-    total in a partition; its mean, for AVG)."""
+    total in a partition; its mean, for AVG); and a quantile's ``mechanism => 'name'``."""
     per_row: tuple[float, float] | None = None
     per_group: tuple[float, float] | None = None
+    mechanism: str | None = None    # a value of mechanisms/quantile_rules.py OPTIONS, checked
 
 
 def number(node: exp.Expression) -> float | None:
@@ -108,10 +110,25 @@ def _mechanism(value: exp.Expression, refuse) -> str:
     return value.this.lower()
 
 
+def _quantile_mechanism(value: exp.Expression, refuse) -> str:
+    """mechanism => 'exponential': a string literal naming a quantile rule or the tree (DP308)."""
+    known = ", ".join(repr(name) for name in QUANTILE_OPTIONS)
+    if not (isinstance(value, exp.Literal) and value.is_string) or value.this.lower() not in QUANTILE_OPTIONS:
+        raise refuse("DP308", f"a quantile's mechanism => takes one of {known}", value,
+                     hint="write MEDIAN(x, mechanism => 'exponential')")
+    return value.this.lower()
+
+
 def aggregate_bounds(agg: exp.Expression, refuse) -> Bounds:
-    """The checked ``contribution_bounds_per_group/_per_row => (lo, hi)`` of one aggregate."""
-    found = {}
+    """The checked ``contribution_bounds_per_group/_per_row => (lo, hi)`` and ``mechanism => 'name'`` of
+    one aggregate (rules/aggregates.py ``dp_options`` checks which aggregates take which)."""
+    found: dict = {}
     for name, value in agg.meta.get("named_args", []):
+        if name == "mechanism":
+            if "mechanism" in found:
+                raise refuse("DP308", "mechanism is given twice", agg)
+            found["mechanism"] = _quantile_mechanism(value, refuse)
+            continue
         if name not in BOUND_NAMES:
             raise refuse("DP310", f"unknown named argument {name!r} (known: {', '.join(BOUND_NAMES)})", agg)
         key = BOUND_NAMES[name]

@@ -64,6 +64,9 @@ FORMS: dict[type[exp.Func], Form] = {
     exp.Median: Form("MEDIAN", NUMBER_ARGUMENT, quantile=True, q=0.5),
     exp.PercentileCont: Form("QUANTILE_CONT", NUMBER_ARGUMENT, quantile=True,
                              listed="QUANTILE_CONT/PERCENTILE_CONT(x, q)"),
+    # The 0 and 1 quantiles of the clamped domain, by the exponential mechanism (plan/aggregates.py).
+    exp.Min: Form("MIN", NUMBER_ARGUMENT, quantile=True, q=0.0),
+    exp.Max: Form("MAX", NUMBER_ARGUMENT, quantile=True, q=1.0),
 }
 AGGREGATES = tuple(FORMS)                                          # every aggregate node of the dialect
 QUANTILES = tuple(node for node, form in FORMS.items() if form.quantile)

@@ -23,3 +23,9 @@ def raw_column(column: str) -> str:
 def columns(m: Measurement) -> Columns:
     """The columns of __rows a measurement's SQL reads (plan/quantities.py builds it from them)."""
     return Columns(raw=raw_column(m.column) if m.column is not None else None, value=value_column(m))
+
+
+def choice_function(noise_function: str) -> str:
+    """The engine's choice function (a quantile rule's answer per group) that goes with a noise
+    function: registered beside it under this name (api/connection.py, testing.py)."""
+    return f"{noise_function}_choice"

@@ -19,8 +19,9 @@ MAX_EXACT = 2 ** 62
 
 
 def scalar_measurements(plan: Plan) -> list[Measurement]:
-    """The measurements noised once per group in __noisy (quantile trees are noised node by node)."""
-    return [m for m in plan.measurements if QUANTITIES[m.kind].stage is not Stage.TREE]
+    """The measurements noised once per group in __noisy (quantile trees are noised node by node, a
+    quantile rule answers from a histogram)."""
+    return [m for m in plan.measurements if QUANTITIES[m.kind].stage not in (Stage.TREE, Stage.HISTOGRAM)]
 
 
 def noise_call(m: Measurement, value: exp.Expression, function: str) -> exp.Expression:
@@ -45,7 +46,7 @@ def noisy_cte(plan: Plan, function: str) -> exp.Select:
     values = [alias(noise_call(m, fn("COALESCE", col(value_column(m), "__agg"), num(0)), function), m.name)
               for m in scalar_measurements(plan)]
     if not values and plan.selection is None:
-        # Only quantile trees: __noisy is just the released groups (one row without GROUP BY).
+        # Only quantiles: __noisy is just the released groups (one row without GROUP BY).
         if not plan.group_keys:
             return exp.select(alias(num(1), "__one"))
         return exp.select(*[col(n) for n in names]).from_(

@@ -4,7 +4,7 @@ tie-breakers, LIMIT)."""
 from __future__ import annotations
 
 from sqlglot import exp
-from dpsql.lower import quantile
+from dpsql.lower import histogram, quantile
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
 from dpsql.sql.build import alias, cast, col, num, table
@@ -34,6 +34,8 @@ def released(plan: Plan, o) -> Released:
     def value(i: int) -> exp.Expression:
         if QUANTITIES[ms[i].kind].stage is Stage.TREE:   # a tree releases one column per q asked of it
             return col(quantile.output_column(ms[i], o.quantile, plan))
+        if QUANTITIES[ms[i].kind].stage is Stage.HISTOGRAM:   # a quantile rule: its answer's column
+            return col(histogram.output_column(ms[i]))
         return noisy_total(ms[i])
     return Released(ms, value, plan.nonnegative, plan.confidence)
 
@@ -94,7 +96,8 @@ def final_select(plan: Plan) -> exp.Select:
 
 def measurements_select(plan: Plan) -> exp.Select:
     """Every candidate group's keys and scalar measurements, ordered by key (the test seam's stage)."""
-    names = key_names(plan)
-    columns = [col(n) for n in names] + [col(m.name) for m in scalar_measurements(plan)]
-    query = exp.select(*(columns or [exp.Star()])).from_(table("__noisy"), copy=False)
-    return query.order_by(*[exp.Ordered(this=col(n), nulls_first=False) for n in names]) if names else query
+    names, joined = key_names(plan), "__noisy" if histogram.histograms(plan) else None   # qualified beside a join
+    columns = [col(n, joined) for n in names] + [col(m.name, joined) for m in scalar_measurements(plan)]
+    query = exp.select(*(columns or ([] if joined else [exp.Star()]))).from_(table("__noisy"), copy=False)
+    query = histogram.join_totals(plan, query)
+    return query.order_by(*[exp.Ordered(this=col(n, joined), nulls_first=False) for n in names]) if names else query

@@ -196,6 +196,14 @@ def _level(plan: Plan, m: Measurement, d: int, prefix: str, function: str) -> li
     return [(f"{prefix}c{d}", children), (f"{prefix}w{d}", w), (f"{prefix}a{d}", a), (f"{prefix}s{d}", _state(plan, d, prefix))]
 
 
+def released_groups(plan: Plan) -> exp.Select:
+    """The groups a quantile is answered for: every group of __noisy, or those partition selection keeps."""
+    groups = exp.select(*(_keys(plan) or [alias(num(1), "__one")])).from_("__noisy")
+    if plan.selection is not None:
+        groups = groups.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
+    return groups
+
+
 def quantile_ctes(plan: Plan, m: Measurement, bounded: str | None, function: str) -> list[tuple[str, exp.Expression]]:
     """Every CTE of one tree measurement: its leaves counted from __rows (in the partitions that
     ``bounded`` keeps, if given), __noisy the released groups. Names ending in _leaf or _c<d> are to
@@ -207,9 +215,7 @@ def quantile_ctes(plan: Plan, m: Measurement, bounded: str | None, function: str
         ctes.append((f"{prefix}h{d}", exp.select(*_keys(plan), alias(node, "node"), alias(exp.Sum(this=col("n")), "n"))
                      .from_(f"{prefix}leaf").group_by(*_keys(plan), node.copy())))
     qs = quantiles_of(plan, m)
-    groups = exp.select(*(_keys(plan) or [alias(num(1), "__one")])).from_("__noisy")
-    if plan.selection is not None:
-        groups = groups.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
+    groups = released_groups(plan)
     start = exp.select(*_keys(plan, "g"), _values("qi", list(range(len(qs)))), alias(cast(num(0), "BIGINT"), "node"),
                        alias(num(0), "depth"), alias(cast(_values("rank", [float(q) for q in qs]).this, "DOUBLE"), "rank")
                        ).from_(exp.Subquery(this=groups, alias=exp.TableAlias(this=exp.to_identifier("g"))))

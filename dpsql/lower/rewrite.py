@@ -11,6 +11,7 @@ level skips ``__units``/``__bounded``)::
     noise.py     __noisy    every public key combination LEFT JOIN __agg, noise UDF once per group
                             (MATERIALIZED: each draw is made once even where post-processing reads it twice)
     quantile.py  __m<i>_*   the descent of each quantile tree, over the released groups
+    histogram.py __m<i>_*   a quantile rule's answer per released group, from its histogram (MIN, MAX, ...)
     post.py      __out      post-processing (sums back to real units, AVG = sum / count clamped to bounds)
                  final      HAVING, ORDER BY, LIMIT on released values only
 
@@ -29,7 +30,8 @@ import dataclasses
 
 from sqlglot import exp
 
-from dpsql.lower import distinct, quantile
+from dpsql.lower import distinct, histogram, quantile
+from dpsql.lower.names import choice_function
 from dpsql.plan.model import Plan
 from dpsql.sql.build import DIALECT, alias, col, ident, num, table
 from dpsql.lower.noise import noisy_cte, scalar_measurements
@@ -51,10 +53,10 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
     if not plan.table.row_level:
         ctes += user_level_ctes(plan, sampling)
         source = ctes[-1][0]
-    trees = quantile.trees(plan)
+    trees, rules = quantile.trees(plan), histogram.histograms(plan)
     materialized = {"__noisy"}
     bounded = source if source == "__bounded" else None
-    if (trees or distinct.measurements(plan)) and bounded:
+    if (trees or rules or distinct.measurements(plan)) and bounded:
         materialized.add(bounded)   # __agg, the trees and the distinct values see one random choice of partitions
     if bounded and cuts_ranks_first(plan):
         materialized.add("__units")   # __cut and __bounded read one draw of its random ranks
@@ -67,12 +69,17 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
         tree = quantile.quantile_ctes(plan, m, bounded, noise_function)
         materialized.update(name for name, _ in tree if name.endswith(quantile.MATERIALIZED_SUFFIXES))
         ctes += tree
+    for m in rules:
+        answered = histogram.histogram_ctes(plan, m, bounded, choice_function(noise_function))
+        materialized.update(name for name, _ in answered if name.endswith("_cell"))   # one call per group
+        ctes += answered
     values = [alias(output_value(plan, i), plan.slot(i)) for i in range(len(plan.outputs))]
     for i in range(len(plan.outputs)):
         interval = output_interval(plan, i)
         if interval is not None:
             values += [alias(interval[0], f"{plan.slot(i)}_lo"), alias(interval[1], f"{plan.slot(i)}_hi")]
-    out = quantile.join_outputs(plan, exp.select(*values).from_(table("__noisy"), copy=False))
+    out = histogram.join_outputs(plan, quantile.join_outputs(plan, exp.select(*values).from_(table("__noisy"),
+                                                                                             copy=False)))
     if plan.selection is not None:
         out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
     ctes.append(("__out", out))

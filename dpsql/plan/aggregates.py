@@ -20,6 +20,7 @@ from typing import Any, Callable
 from sqlglot import exp
 from dpsql.errors import InternalError
 from dpsql.frontend.scope import FORMS, name_of, unqualified
+from dpsql.mechanisms.quantile_rules import DEFAULT_EXTREMES, TREE
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
 from dpsql.plan.parts import Measurement, Output
 from dpsql.plan.outputs import (Released, avg_interval, avg_value, count_interval, count_value, quantile_value,
@@ -132,9 +133,16 @@ def _moments(o: Output, s: Sharing) -> list[Need]:
             Need(Quantity.SUM, o.column, 0.0, r * r, argument=o.argument, offset=m, moment=2)]
 
 
-def _tree(o: Output, s: Sharing) -> list[Need]:
-    # One tree per argument and bounds: several quantiles of it descend the same noisy tree.
-    return [Need(Quantity.QUANTILE, o.column, *(o.per_row or (o.lower, o.upper)), argument=o.argument)]
+def _quantile(default: str) -> Callable[[Output, Sharing], list[Need]]:
+    """A quantile's measurement: the tree (one per argument and bounds: several quantiles of it descend
+    the same noisy tree), or a quantile rule's answer per group (one per q: mechanisms/quantile_rules.py)."""
+    def needs(o: Output, s: Sharing) -> list[Need]:
+        option = o.mechanism or default
+        bounds = o.per_row or (o.lower, o.upper)
+        if option == TREE:
+            return [Need(Quantity.QUANTILE, o.column, *bounds, argument=o.argument)]
+        return [Need(Quantity.HISTOGRAM, o.column, *bounds, argument=o.argument, quantile=o.quantile, rule=option)]
+    return needs
 
 
 # --- explain lines ---------------------------------------------------------------------------------
@@ -159,8 +167,20 @@ def _spread(sample: bool, root: bool) -> Callable[[Callable[[str], Measurement],
 
 
 def _descent(measurement: Callable[[str], Measurement], o: Output, hidden: str) -> str:
+    m = measurement(o.measurements[0])
+    if m.kind == Quantity.HISTOGRAM:
+        return f"the midpoint of the cell {m.name} releases (its rule: {m.mechanism}), within [{fmt(o.lower)}, " \
+               f"{fmt(o.upper)}]{hidden}"
     return (f"quantile {o.quantile:g} by descending {o.measurements[0]} (noisy counts < 0 read as 0), "
             f"interpolated in its leaf, clamped to [{fmt(o.lower)}, {fmt(o.upper)}]{hidden}")
+
+
+def _extreme(measurement: Callable[[str], Measurement], o: Output, hidden: str) -> str:
+    """MIN and MAX, with the caveat: no DP answer is the true extreme, which one person may hold."""
+    side, beyond = ("smallest", "below") if o.kind == OutputKind.MIN else ("largest", "above")
+    return (f"{_descent(measurement, o, '')}; the {o.quantile:g}-quantile: a value with few of the group's "
+            f"clamped values {beyond} it (its measurement's rank error), not the true {side} value, which one person "
+            f"may hold; with loose bounds it can lie anywhere between the bound and the {side} value{hidden}")
 
 
 def _variance(kind: OutputKind, *nodes: type[exp.Expression]) -> AggregateSpec:
@@ -174,6 +194,8 @@ def _named(text: str) -> Callable[[exp.Expression, str | None, float | None], st
 
 
 def _quantile_name(agg: exp.Expression, column: str | None, q: float | None) -> str:
+    if isinstance(agg, (exp.Min, exp.Max)):
+        return f"{agg.key}({column})"
     return f"median({column})" if FORMS[type(agg)].q is not None else f"quantile_cont({column}, {q:g})"
 
 
@@ -199,7 +221,11 @@ AGGREGATES: dict[OutputKind, AggregateSpec] = {a.kind: a for a in (
     _variance(OutputKind.VAR_SAMP, exp.Variance),
     _variance(OutputKind.STDDEV_POP, exp.StddevPop),
     _variance(OutputKind.STDDEV_SAMP, exp.Stddev, exp.StddevSamp),
-    AggregateSpec(OutputKind.QUANTILE, (exp.Median, exp.PercentileCont), _argument, _quantile_name, _tree, _descent,
+    AggregateSpec(OutputKind.QUANTILE, (exp.Median, exp.PercentileCont), _argument, _quantile_name, _quantile(TREE),
+                  _descent, quantile_value, quantile=True),
+    AggregateSpec(OutputKind.MIN, (exp.Min,), _argument, _quantile_name, _quantile(DEFAULT_EXTREMES), _extreme,
+                  quantile_value, quantile=True),
+    AggregateSpec(OutputKind.MAX, (exp.Max,), _argument, _quantile_name, _quantile(DEFAULT_EXTREMES), _extreme,
                   quantile_value, quantile=True),
 )}
 

@@ -3,10 +3,14 @@ measurements (sequential composition), rounded so the shares never add up to mor
 from __future__ import annotations
 
 import math
-from dpsql.errors import InvalidParameter
-from dpsql.mechanisms.losses import share
+from fractions import Fraction
+from typing import Sequence
 
-__all__ = ["share", "check_budget_parameters"]
+from dpsql.errors import InvalidParameter
+from dpsql.mechanisms.losses import PURE, Loss, share
+from dpsql.mechanisms.releases import Sensitivity
+
+__all__ = ["share", "check_budget_parameters", "split"]
 
 
 def check_budget_parameters(epsilon: float, delta: float) -> tuple[float, float]:
@@ -19,3 +23,35 @@ def check_budget_parameters(epsilon: float, delta: float) -> tuple[float, float]
     if not 0 <= delta < 1:
         raise InvalidParameter("DP401", f"delta must be in [0, 1), got {delta!r}")
     return float(epsilon), float(delta)
+
+
+def split(chosen, epsilon: float, delta: float, sensitivities: Sequence[Sensitivity], rules: Sequence,
+          selecting: bool) -> tuple[list[Loss], float]:
+    """One loss per measurement, and partition selection's delta: the noise mechanism's split
+    (``Mechanism.split``), except for quantile rules that spend delta (``rules[i].needs_delta``: PTR,
+    smooth sensitivity). Those take an equal epsilon share each and, between them, half the delta (all
+    of it when nothing else spends any); the noise mechanism splits what is left over the rest. The
+    two parts add up by basic composition to at most (epsilon, delta)."""
+    apart = [i for i, r in enumerate(rules) if r is not None and r.needs_delta]
+    if not apart:
+        return chosen.split(epsilon, delta, sensitivities, selecting)
+    if not delta > 0:
+        raise InvalidParameter("DP401", f"mechanism {rules[apart[0]].option!r} needs delta > 0: its guarantee is "
+                               "(epsilon, delta)", hint="pass a delta (such as 1e-6), or ask for mechanism => "
+                                                        "'exponential'")
+    others = [i for i in range(len(sensitivities)) if i not in apart]
+    each = share(epsilon, len(sensitivities))
+    to_rules = delta / 2 if others and (selecting or chosen.measure != PURE) else delta
+    per_rule = share(to_rules, len(apart))
+    losses: list = [None] * len(sensitivities)
+    for i in apart:
+        losses[i] = rules[i].loss(Loss.pure(each), per_rule)
+    if not others:
+        return losses, 0.0
+    rest = share(Fraction(epsilon) - len(apart) * Fraction(each), 1)
+    left = share(Fraction(delta) - len(apart) * Fraction(per_rule), 1)
+    shares, selection_delta = chosen.split(rest, left if left > 0 else 0.0, [sensitivities[i] for i in others],
+                                           selecting)
+    for i, loss in zip(others, shares):
+        losses[i] = loss
+    return losses, selection_delta

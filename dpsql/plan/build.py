@@ -28,7 +28,8 @@ from dpsql.frontend.scope import AGGREGATES as AGGREGATE_NODES, Scope, argument_
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import GroupKey, KeyColumn, Measurement, Output, Selection
-from dpsql.plan.allocation import check_budget_parameters
+from dpsql.plan.allocation import check_budget_parameters, split
+from dpsql.mechanisms.quantile_rules import rule
 from dpsql.plan.aggregates import AGGREGATES, Sharing, signature
 from dpsql.plan.quantities import QUANTITIES, Need
 from dpsql.plan.kinds import OutputKind, Quantity
@@ -43,8 +44,9 @@ def _calibration(need: Need, L: int, C: int, table: TablePolicy) -> tuple[float,
     return QUANTITIES[need.kind].calibrate(need, L, C, table)
 
 
-def _measurement(name: str, need: Need, g: float, sens: Sensitivity, loss: Loss, chosen: Mechanism) -> Measurement:
-    """The measurement of one quantity, its noise the smallest scale ``chosen`` proves within ``loss``."""
+def _measurement(name: str, need: Need, g: float, sens: Sensitivity, loss: Loss, chosen) -> Measurement:
+    """The measurement of one quantity, its noise the smallest scale ``chosen`` (the query's noise
+    mechanism, or the need's quantile rule) proves within ``loss``."""
     if not (loss.epsilon > 0 or loss.rho > 0):
         raise InvalidParameter("DP401", "epsilon is too small to share between this query's aggregates")
     try:
@@ -55,7 +57,7 @@ def _measurement(name: str, need: Need, g: float, sens: Sensitivity, loss: Loss,
     return Measurement(name=name, kind=need.kind, column=need.column, lower=need.lower, upper=need.upper,
                        granularity=g, sensitivity=sens, loss=loss, scale=scale, mechanism=chosen.name,
                        bounding=need.bounding, row_lower=need.row_lower, row_upper=need.row_upper,
-                       argument=need.argument, offset=need.offset, moment=need.moment)
+                       argument=need.argument, offset=need.offset, moment=need.moment, quantile=need.quantile)
 
 
 class _Outputs:
@@ -78,7 +80,7 @@ class _Outputs:
         spec, column, argument = signature(agg, self.scope.table)
         bounds = aggregate_bounds(agg, self.scope.refuse)
         q = quantile_of(agg) if spec.quantile else None
-        same = (spec.kind, column, bounds.per_row, bounds.per_group, q)
+        same = (spec.kind, column, bounds.per_row, bounds.per_group, q, bounds.mechanism)
         if hidden and same in self.by_signature:   # HAVING/ORDER BY reuse an output of the same aggregate
             return self.by_signature[same]
         derived = argument_bounds(argument, self.scope.table) if argument is not None else None
@@ -86,7 +88,7 @@ class _Outputs:
         default = spec.name(agg, column, q)
         index = self.add(Output(name=name or default, kind=spec.kind, column=column, lower=lower, upper=upper,
                                 hidden=hidden, argument=argument, per_row=bounds.per_row,
-                                per_group=bounds.per_group, quantile=q))
+                                per_group=bounds.per_group, quantile=q, mechanism=bounds.mechanism))
         self.by_signature.setdefault(same, index)
         return index
 
@@ -189,9 +191,10 @@ def _measurements(outputs: list[Output], L: int, C: int, budget: tuple[float, fl
         raise InvalidParameter("DP301", "the query releases no aggregate", rule="releases_an_aggregate")
     names = {need: f"m{i}" for i, need in enumerate(needed)}
     calibrations = [_calibration(need, L, C, table) for need in needed]
-    losses, selection_delta = chosen.split(*budget, [s for _, s in calibrations], selecting)
-    measurements = [_measurement(names[need], need, g, sens, loss, chosen)
-                    for need, (g, sens), loss in zip(needed, calibrations, losses)]
+    rules = [rule(need.rule) if need.rule is not None else None for need in needed]
+    losses, selection_delta = split(chosen, *budget, [s for _, s in calibrations], rules, selecting)
+    measurements = [_measurement(names[need], need, g, sens, loss, measuring or chosen)
+                    for need, (g, sens), loss, measuring in zip(needed, calibrations, losses, rules)]
     outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs_of(o))})
                if o.kind.aggregate else o for o in outputs]
     return measurements, outputs, selection_delta
@@ -241,8 +244,14 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     return Plan(sql=scope.sql, table=table, where=where.this.copy() if where is not None else None,
                 group_keys=tuple(keys), measurements=tuple(measurements), outputs=tuple(outputs),
                 having=having, order=tuple(order), limit=limit, offset=offset,
-                epsilon=epsilon, delta=delta if selection or chosen.measure != PURE else 0.0, max_groups_option=scope.options.max_groups,
+                epsilon=epsilon, delta=delta if selection or chosen.measure != PURE or _spends_delta(measurements) else 0.0,
+                max_groups_option=scope.options.max_groups,
                 selection=selection, confidence=confidence, nonnegative=nonnegative)
+
+
+def _spends_delta(measurements: list[Measurement]) -> bool:
+    """A measurement whose own loss has a delta (a quantile rule's: PTR, smooth sensitivity)."""
+    return any(m.loss.delta > 0 for m in measurements)
 
 
 def _key_column(column, spec) -> KeyColumn:

@@ -30,14 +30,19 @@ def measurement_lines(m: Measurement) -> list[str]:
     g, spec, s = m.granularity, QUANTITIES[m.kind], m.sensitivity
     l2 = math.sqrt(s.l2_squared)
     steps = f" ({s.per_partition} grid steps)" if g != 1 else ""
+    noised = spec.noised(m) if callable(spec.noised) else spec.noised
+    # A quantile rule's noise may have no variance in output units (ranks) or no error bound before
+    # the data is read (smooth sensitivity): say so rather than print NaN.
+    spread = f" (std dev {fmt(m.std_dev)})" if m.scale and not math.isnan(m.std_dev) else ""
+    error = (f"within +-{fmt(m.error)} of the bounded exact value" if not math.isnan(m.error)
+             else "within a bound that depends on the data (its smooth sensitivity)")
     return [
         f"  {m.name}  {m.label}", *spec.details(m),
         f"      sensitivity {fmt(float(s.l1) * g)} (L1), {fmt(l2 * g)} (L2): a unit moves <= {s.partitions} "
         f"partition(s), each by <= {fmt(float(s.per_partition) * g)}{steps}",
         f"      mechanism {m.mechanism}" + (" on the grid" if g != 1 else " (integer)"),
-        f"      {m.loss}, noise {mechanism(m.mechanism).scale_name} {fmt(float(m.scale) * g)}"
-        + (f" (std dev {fmt(m.std_dev)})" if m.scale else ""),
-        f"      {int(CONFIDENCE * 100)}% of {spec.noised} within +-{fmt(m.error)} of the bounded exact value",
+        f"      {m.loss}, noise {mechanism(m.mechanism).scale_name} {fmt(float(m.scale) * g)}{spread}",
+        f"      {int(CONFIDENCE * 100)}% of {noised} {error}",
     ]
 
 

@@ -24,6 +24,7 @@ class Quantity(_Kind):
     DISTINCT = "distinct"         # COUNT(DISTINCT x) over x's public keys
     QUANTILE = "quantile"         # the node counts of a quantile tree
     COUNT_IF = "count_if"         # COUNT_IF(cond): rows where a condition holds
+    HISTOGRAM = "histogram"       # one quantile of a group's bounded histogram, by a quantile rule
 
 
 class Bounding(_Kind):
@@ -49,6 +50,8 @@ class OutputKind(_Kind):
     STDDEV_POP = "stddev_pop"
     STDDEV_SAMP = "stddev_samp"
     COUNT_IF = "count_if"
+    MIN = "min"                   # the 0-quantile, by the exponential mechanism
+    MAX = "max"                   # the 1-quantile
 
     @property
     def aggregate(self) -> bool:

@@ -14,7 +14,7 @@ from functools import cached_property
 import sqlglot
 from sqlglot import exp
 
-from dpsql.mechanisms.losses import compose
+from dpsql.mechanisms.losses import APPROXIMATE, ZCDP, compose
 from dpsql.mechanisms.releases import Release
 from dpsql.plan.explain import key_description, measurement_lines, output_line
 from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
@@ -75,7 +75,7 @@ class Plan:
         per measurement, with its (L0, Linf) sensitivity, mechanism and scale, and partition
         selection's delta as an (0, delta) guarantee beside the noisy unit count it thresholds (the
         count's own release carries its loss). What the ledger stores and an accountant composes."""
-        found = tuple(m.release for m in self.measurements)
+        found = tuple(r for m in self.measurements for r in m.releases)
         if self.selection is not None and self.selection.delta > 0:
             found += (Release.approximate(0, self.selection.delta),)
         return found
@@ -144,5 +144,7 @@ def _composed(plan: Plan) -> str:
     """What the measurements' losses compose to within the query (mechanisms/losses.py compose), at
     the delta the noise was given (the query's, less partition selection's)."""
     noise_delta = plan.delta - (plan.selection.delta if plan.selection is not None else 0.0)
+    if any(m.loss.measure == ZCDP for m in plan.measurements):   # a quantile rule's delta is its own
+        noise_delta -= sum(float(m.loss.delta) for m in plan.measurements if m.loss.measure == APPROXIMATE)
     epsilon, delta = compose([m.loss for m in plan.measurements], noise_delta)
     return f" = epsilon {epsilon:.6g}" + (f", delta {delta:g}" if delta else "")

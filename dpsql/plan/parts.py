@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from dpsql.errors import InternalError
 from dpsql.frontend.derived import DerivedKeys
-from dpsql.mechanisms.base import MECHANISMS, mechanism
+from dpsql.mechanisms.base import mechanism, measures, releases_of
 from dpsql.mechanisms.losses import ZCDP, Loss
 from dpsql.mechanisms.releases import Release, Sensitivity
 from dpsql.plan.kinds import Bounding, OutputKind, Quantity
@@ -38,13 +38,14 @@ class Measurement:
     sensitivity: Sensitivity
     loss: Loss
     scale: Fraction               # the smallest safe scale on the mechanism's grid for that loss
-    mechanism: str                # a name in mechanisms/base.py MECHANISMS
+    mechanism: str                # a name in mechanisms/base.py MECHANISMS, or a quantile rule's
     bounding: Bounding = Bounding.ROWS
     row_lower: float | None = None  # optional per-row clamp before a per-unit aggregate
     row_upper: float | None = None
     argument: exp.Expression | None = None   # what is counted or summed per row (columns clamped)
     offset: float | None = None              # centred: sums (x - offset) ** moment
     moment: int = 1
+    quantile: float | None = None            # a quantile rule's q (mechanisms/quantile_rules.py)
 
     def __post_init__(self):
         try:   # the enums, from their values too
@@ -55,13 +56,19 @@ class Measurement:
         object.__setattr__(self, "scale", Fraction(self.scale))
         # The privacy argument, checked on every plan: the mechanism's own map says this release is
         # within the loss it was given.
-        if self.mechanism not in MECHANISMS or not mechanism(self.mechanism).covers(self.release, self.loss):
+        if not measures(self.mechanism) or not mechanism(self.mechanism).covers(self.release, self.loss):
             raise InternalError("DP999", f"measurement {self.name} is under-noised: this is probably a bug")
 
     @property
     def release(self) -> Release:
         """What it releases, in its mechanism's own terms (what the ledger stores)."""
         return Release(self.mechanism, self.sensitivity, self.scale)
+
+    @property
+    def releases(self) -> tuple[Release, ...]:
+        """What it releases in registered privacy maps (what the ledger stores): its release, or a
+        quantile rule's parts."""
+        return releases_of(self.release, self.loss)
 
     @property
     def epsilon(self) -> float:
@@ -99,7 +106,8 @@ class Output:
     per_row: tuple[float, float] | None = None    # GoogleSQL contribution_bounds_per_row
     per_group: tuple[float, float] | None = None  # GoogleSQL contribution_bounds_per_group
     argument: exp.Expression | None = None        # the aggregate's argument (unqualified)
-    quantile: float | None = None                 # kind "quantile": q in [0, 1]
+    quantile: float | None = None                 # kind "quantile", "min", "max": q in [0, 1]
+    mechanism: str | None = None                  # a quantile's ``mechanism =>`` (quantile_rules.OPTIONS)
 
 
 @dataclass(frozen=True)

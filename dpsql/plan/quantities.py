@@ -21,10 +21,12 @@ from sqlglot import exp
 from dpsql.sql.build import case_when, col, num
 from dpsql.plan.exact import Columns, Reading, capped, declared_key, leaf_index, summed_row, unit_sum, with_value
 from dpsql.plan.kinds import Bounding, Quantity
+from dpsql.mechanisms.quantile_ranks import fraction_of
+from dpsql.mechanisms.quantile_rules import BY_NAME, rule
 from dpsql.mechanisms.releases import Sensitivity
 from dpsql.plan.sensitivity import (TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES, count_sensitivity, distinct_sensitivity,
-                                    granularity, grid_bound, quantile_tree_sensitivity, sum_sensitivity,
-                                    unit_total_sensitivity)
+                                    granularity, grid_bound, histogram_sensitivity, quantile_tree_sensitivity,
+                                    sum_sensitivity, unit_total_sensitivity)
 from dpsql.plan.text import fmt
 
 
@@ -41,6 +43,8 @@ class Need:
     argument: exp.Expression | None = None  # what is counted or summed, per row
     offset: float | None = None             # sum (x - offset) ** moment instead of x
     moment: int = 1
+    quantile: float | None = None           # a quantile rule's q
+    rule: str | None = None                 # ... and the rule's option (mechanisms/quantile_rules.py)
 
 
 class Stage(Enum):
@@ -48,6 +52,7 @@ class Stage(Enum):
     STATE = "state"        # a fixed-size state per (unit, partition) in __units, summed in __agg (bounding.py)
     DISTINCT = "distinct"  # a unit's C smallest distinct values in the partitions it keeps (distinct.py)
     TREE = "tree"          # a unit's C values counted per leaf, noised node by node (quantile.py)
+    HISTOGRAM = "histogram"   # the same leaves, one rule's answer per group from their list (histogram.py)
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class QuantitySpec:
     row: Callable[[Any, Columns, bool], exp.Expression] | None = None   # v_<m> from c_<label> (bool: row level)
     read: Callable[[Any, Reading], exp.Expression] | None = None        # v_<m> read from the row itself
     details: Callable[[Any], list[str]] = lambda m: []             # explain lines before its sensitivity
-    noised: str = "answers"                                         # what its noise is added to (explain)
+    noised: str | Callable[[Any], str] = "answers"                  # what its noise is added to (explain)
 
 
 def _counted(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
@@ -92,6 +97,27 @@ def _distinct(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
 
 def _tree(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
     return 1.0, quantile_tree_sensitivity(L, C)
+
+
+def _histogram(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
+    """The histogram's (L, C) (sensitivity.histogram_sensitivity), as its rule's release states it."""
+    return 1.0, rule(need.rule).sensitivity(histogram_sensitivity(L, C), *fraction_of(need.quantile))
+
+
+def _histogram_label(m) -> str:
+    return f"QUANTILE {m.quantile:g} ({m.mechanism}) OF {m.column}"
+
+
+def _histogram_details(m) -> list[str]:
+    width = (m.upper - m.lower) / TREE_LEAVES
+    return [f"      clamp to [{fmt(m.lower)}, {fmt(m.upper)}]; {TREE_LEAVES} cells of width {fmt(width)}; each "
+            "group's exact histogram (C values per unit and partition), answered inside the engine:",
+            f"      {rule_of(m).about}"]
+
+
+def rule_of(m):
+    """The quantile rule that measures ``m`` (by its name)."""
+    return BY_NAME[m.mechanism]
 
 
 def _sum_label(m) -> str:
@@ -150,4 +176,8 @@ QUANTITIES: dict[Quantity, QuantitySpec] = {q.kind: q for q in (
     QuantitySpec(Quantity.QUANTILE, lambda m: f"QUANTILE TREE({m.column})", _tree, exact=None, stage=Stage.TREE,
                  argument=True, numeric=True, row=lambda m, c, row_level: leaf_index(col(c.raw), m),
                  details=_tree_details, noised="node counts"),
+    # MEDIAN(x, mechanism => 'exponential'), MIN, MAX, ...: a rule's answer per group from the same leaves.
+    QuantitySpec(Quantity.HISTOGRAM, _histogram_label, _histogram, exact=None, stage=Stage.HISTOGRAM,
+                 argument=True, numeric=True, row=lambda m, c, row_level: leaf_index(col(c.raw), m),
+                 details=_histogram_details, noised=lambda m: rule_of(m).noised),
 )}

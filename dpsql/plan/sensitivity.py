@@ -91,3 +91,12 @@ def quantile_tree_sensitivity(max_groups: int, max_rows: int, depth: int = TREE_
     """
     nodes = depth * max_groups * max_rows
     return Sensitivity(nodes, Fraction(max_rows), Fraction(nodes), Fraction(depth * max_groups * max_rows ** 2))
+
+
+def histogram_sensitivity(max_groups: int, max_rows: int) -> Sensitivity:
+    """A group's histogram over the quantile grid (a quantile rule's input: mechanisms/quantile_rules.py):
+    a unit keeps at most C values per partition (lower/quantile.py ``leaf_counts``, the same bound as
+    the tree's) in at most L partitions, so it adds or removes at most C values, each in one cell, in
+    each of <= L histograms: L0 = L, Linf = C values. Each rule maps this to its own release's
+    sensitivity (the exponential mechanism's utility range: mechanisms/quantile_choice.py)."""
+    return Sensitivity(max_groups, Fraction(max_rows))

@@ -28,7 +28,8 @@ def test_each_quantity_gives_what_its_stage_reads():
     for kind, spec in QUANTITIES.items():
         # __units holds a fixed-size state of every STATE quantity, and __agg (row level) its total.
         assert (spec.unit is not None) == (spec.stage is Stage.STATE), kind
-        assert (spec.exact is None) == (spec.stage is Stage.TREE), kind
+        # Trees and quantile rules read the leaves, never __agg.
+        assert (spec.exact is None) == (spec.stage in (Stage.TREE, Stage.HISTOGRAM)), kind
         # A measurement's own per-row value comes from its shared argument or from the row, not both.
         assert spec.row is None or spec.read is None, kind
         assert not spec.numeric or spec.argument, kind
@@ -40,7 +41,8 @@ def test_every_written_form_of_a_node_is_some_aggregate():
         "u": {"identifier": True}, "x": {"keys": [1, 2]}}}}}).tables["t"]
     written = {"COUNT(*)": "count", "COUNT(x)": "count_col", "COUNT(DISTINCT x)": "distinct",
                "COUNT(DISTINCT u)": "units", "MEDIAN(x)": "quantile", "QUANTILE_CONT(x, 0.5)": "quantile",
-               "STDDEV(x)": "stddev_samp", "VARIANCE(x)": "var_samp", "COUNT_IF(x > 1)": "count_if"}
+               "STDDEV(x)": "stddev_samp", "VARIANCE(x)": "var_samp", "COUNT_IF(x > 1)": "count_if",
+               "MIN(x)": "min", "MAX(x)": "max"}
     for sql, kind in written.items():
         agg = sqlglot.parse_one(sql, read="duckdb")
         assert isinstance(agg, exp.AggFunc)

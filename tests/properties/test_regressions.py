@@ -23,6 +23,7 @@ from dpsql.accounting.budget import Cost
 from dpsql.errors import InternalError
 from dpsql.mechanisms.losses import ZCDP, Loss, zcdp_delta
 from dpsql.mechanisms.releases import Sensitivity
+from dpsql.mechanisms.stable_quantile import PROPOSAL
 from dpsql.plan.parts import Measurement
 from dpsql.testing import run
 from tests.support.checks import refusal
@@ -234,6 +235,45 @@ def with_delta(action, sql: str, **kw):
         return action(sql, delta=1e-6, **kw)
 
 
+def rule_sensitivity(m: Measurement, plan) -> Fraction:
+    """A quantile rule's sensitivity from the spec (per partition, times L): the exponential mechanism's
+    utility range, C ranks at q in {0, 1} and 2 C max(q, 1 - q) else; PTR and smooth sensitivity read
+    the histogram, C values."""
+    L, C = plan.max_groups, plan.max_rows
+    q = Fraction(m.quantile).limit_denominator(1 << 20)
+    if m.mechanism != "exponential":
+        return Fraction(L * C)
+    return L * (Fraction(C) if q in (0, 1) else 2 * C * max(q, 1 - q))
+
+
+def check_rule(m: Measurement, plan, sql: str) -> None:
+    """A quantile rule's noise against its loss, from the spec: the exponential mechanism's range / s
+    (pure) or range^2 / 8 s^2 (zCDP, bounded range); PTR's two discrete Laplace noises (sensitivities
+    L and L * proposal) within its epsilon and its delta its own; smooth sensitivity's one (epsilon,
+    delta) release is its loss."""
+    sensitivity = rule_sensitivity(m, plan)
+    assert m.sensitivity.l1 >= sensitivity, (sql, m.label)
+    releases = m.releases
+    if m.mechanism == "exponential":
+        if m.loss.measure == "pure":
+            assert noise_covers(m, sensitivity), (sql, m.label)
+        else:
+            assert plan.max_groups * (sensitivity / plan.max_groups) ** 2 / (8 * m.scale ** 2) <= m.loss.rho, sql
+        return
+    assert m.loss.measure == "approximate" and 0 < m.loss.delta, (sql, m.label)
+    if m.mechanism == "propose-test-release":
+        test, answer, tests = releases
+        assert (test.sensitivity.l1, answer.sensitivity.l1) == (plan.max_groups, plan.max_groups * PROPOSAL), sql
+        assert test.sensitivity.l1 / test.scale + answer.sensitivity.l1 / answer.scale <= m.loss.epsilon, sql
+        assert tests.delta == m.loss.delta and m.scale >= answer.scale, sql
+    else:
+        assert [(r.epsilon, r.delta) for r in releases] == [(m.loss.epsilon, m.loss.delta)], sql
+
+
+def rule_deltas(plan) -> Fraction:
+    return sum((m.loss.delta for m in plan.measurements if m.kind == "histogram"), Fraction(0))
+
+
 def check_gaussian_plan(plan, sql: str) -> None:
     """A discrete Gaussian plan against the spec: each sensitivity at least the spec's L1 bound; its
     losses compose to the query's (epsilon, delta): zCDP shares add in rho and convert (CKS Corollary
@@ -242,6 +282,9 @@ def check_gaussian_plan(plan, sql: str) -> None:
     from dp_accounting.pld import privacy_loss_distribution as pld
     selection_delta = plan.selection.delta if plan.selection is not None else 0.0
     for m in plan.measurements:
+        if m.kind == "histogram":
+            check_rule(m, plan, sql)
+            continue
         assert m.sensitivity.l1 >= spec_sensitivity(m, plan), (sql, m.label)
         if m.loss.measure == ZCDP:
             assert m.sensitivity.l2_squared / (2 * m.scale ** 2) <= m.loss.rho, (sql, m.label)
@@ -250,9 +293,10 @@ def check_gaussian_plan(plan, sql: str) -> None:
             assert curve.get_delta_for_epsilon(float(m.loss.epsilon)) <= float(m.loss.delta) * 1.02, (sql, m.label)
     rhos = [m.loss.rho for m in plan.measurements if m.loss.measure == ZCDP]
     if rhos:
-        assert zcdp_delta(float(sum(rhos)), plan.epsilon) <= plan.delta - selection_delta, sql
+        assert zcdp_delta(float(sum(rhos)), plan.epsilon) <= plan.delta - selection_delta - rule_deltas(plan), sql
     else:
-        assert len(plan.measurements) == 1 and plan.measurements[0].loss.epsilon <= plan.epsilon, sql
+        noise = [m for m in plan.measurements if m.kind != "histogram"]
+        assert len(noise) == 1 and sum(m.loss.epsilon for m in plan.measurements) <= plan.epsilon, sql
     if plan.selection is not None:
         units = plan.measurement(plan.selection.measurement)
         sigma, tau = float(units.scale), plan.selection.threshold
@@ -261,17 +305,23 @@ def check_gaussian_plan(plan, sql: str) -> None:
 
 def check_plan(plan, sql: str = "") -> None:
     """What a plan spends and how much noise it adds, against the spec."""
-    if any(m.loss.measure != "pure" for m in plan.measurements):
+    if any(m.loss.measure == "zCDP" or (m.kind != "histogram" and m.loss.measure != "pure")
+           for m in plan.measurements):
         return check_gaussian_plan(plan, sql)
-    # Sequential composition: the measurements' epsilons sum to at most the query's epsilon.
+    # Sequential composition: the measurements' epsilons sum to at most the query's epsilon (a quantile
+    # rule's (epsilon, delta) added by basic composition).
     assert sum(Fraction(m.epsilon) for m in plan.measurements) <= Fraction(plan.epsilon), sql
+    assert rule_deltas(plan) + Fraction(plan.selection.delta if plan.selection else 0) <= Fraction(plan.delta), sql
     for m in plan.measurements:
-        assert noise_covers(m, spec_sensitivity(m, plan)), (sql, m.label, m.scale, m.epsilon, m.sensitivity.l1)
+        if m.kind == "histogram":
+            check_rule(m, plan, sql)
+        else:
+            assert noise_covers(m, spec_sensitivity(m, plan)), (sql, m.label, m.scale, m.epsilon, m.sensitivity.l1)
     if plan.selection is not None:
         # Partition selection: a group of one unit, who reaches <= L groups, is released with
         # probability <= delta / L, by the noisy unit count, which is one of the measurements.
         units = plan.measurement(plan.selection.measurement)
-        assert units.kind == "units" and plan.selection.delta == plan.delta > 0, sql
+        assert units.kind == "units" and plan.selection.delta + rule_deltas(plan) == plan.delta > 0, sql
         assert release_probability_of_one_unit(units.scale, plan.selection.threshold) <= \
             plan.delta / plan.max_groups, sql
 

@@ -31,7 +31,8 @@ def quantile_arguments(select: exp.Select, scope: Scope) -> None:
 
 
 def dp_options(select: exp.Select, scope: Scope) -> None:
-    """GoogleSQL OPTIONS and contribution bounds are well formed and fit the table (DP308-DP310)."""
+    """GoogleSQL OPTIONS, contribution bounds and a quantile's ``mechanism =>`` are well formed and fit
+    the table (DP308-DP310)."""
     options = query_options(select, scope.refuse)
     unit = options.privacy_unit
     if unit is not None and scope.table.row_level:
@@ -59,6 +60,9 @@ def dp_options(select: exp.Select, scope: Scope) -> None:
                                "use contribution_bounds_per_row", agg)
         if bounds.per_group and form.whole and any(b != int(b) or b < 0 for b in bounds.per_group):
             raise scope.refuse("DP310", f"{form.name}'s contribution_bounds_per_group are whole numbers >= 0", agg)
+        if bounds.mechanism is not None and not form.quantile:
+            raise scope.refuse("DP308", f"{form.name} takes no mechanism => (only the quantiles MEDIAN, QUANTILE_CONT, "
+                               "MIN and MAX do)", agg, hint="choose a query's noise with OPTIONS(mechanism = ...)")
 
 
 def aggregate_arguments(select: exp.Select, scope: Scope) -> None:

@@ -1,0 +1,1 @@
+SELECT sex, MIN(age) AS youngest, MAX(income) AS top FROM people GROUP BY sex

@@ -1,0 +1,2 @@
+-- expect: DP303
+SELECT KURTOSIS(age) FROM people

@@ -1,2 +1,0 @@
--- expect: DP303
-SELECT MAX(age) FROM people

@@ -1,0 +1,3 @@
+-- expect: DP308
+-- caret: SUM(income, mechanism => 'exponential')
+SELECT SUM(income, mechanism => 'exponential') FROM people

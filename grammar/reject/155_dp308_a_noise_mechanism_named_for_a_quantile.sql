@@ -1,0 +1,3 @@
+-- expect: DP308
+-- caret: 'laplace'
+SELECT MEDIAN(age, mechanism => 'laplace') FROM people

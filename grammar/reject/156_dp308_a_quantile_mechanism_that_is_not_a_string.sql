@@ -1,0 +1,2 @@
+-- expect: DP308
+SELECT MIN(age, mechanism => exponential) FROM people

@@ -1,0 +1,2 @@
+-- expect: DP401
+SELECT MEDIAN(age, mechanism => 'ptr') FROM people

@@ -1,0 +1,2 @@
+-- expect: DP303
+SELECT MIN(DISTINCT age) FROM people

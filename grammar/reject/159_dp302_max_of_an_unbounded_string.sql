@@ -1,0 +1,2 @@
+-- expect: DP302
+SELECT MAX(zip) FROM people

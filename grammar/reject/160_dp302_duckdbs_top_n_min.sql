@@ -1,0 +1,2 @@
+-- expect: DP302
+SELECT MIN(age, 3) FROM people
