@@ -15,8 +15,10 @@ columns (no NULL in key columns). Then contribution bounding changes nothing, an
   Such an extra group's counts must be 0; its other values may be anything.
 * **partition selection** (private keys, delta > 0): dpsql releases only groups whose exact unit
   count reaches the threshold, so DuckDB may have groups dpsql lacks; those it has must match.
-* **quantiles** (MEDIAN, QUANTILE_CONT): a tree approximation; checked only to lie in
-  [min - w, max + w] of the group's values, w = one leaf of the tree, (upper - lower) / 16**4.
+* **quantiles** (MEDIAN, QUANTILE_CONT, MIN, MAX): a tree approximation, or a quantile rule's cell;
+  checked only to lie in [min - w, max + w] of the group's values, w = one leaf of the tree,
+  (upper - lower) / 16**4; MIN and MAX by a rule (noiseless: the extreme's own cell) within w of
+  DuckDB's.
 * **DuckDB's NULL for no values** (SUM, AVG, VAR of nothing): dpsql releases a number there (0 for a
   SUM): a NULL from DuckDB matches 0 for SUM, anything for AVG/VAR/STDDEV and post-processing.
 
@@ -143,7 +145,7 @@ class Column:
         self.plan = plan
         self.kind = self.output.kind
         self.measurements = [plan.measurement(n) for n in self.output.measurements]
-        self.quantile = self.kind == "quantile" or (self.kind == "expr" and self._uses_quantile(self.output))
+        self.quantile = self.kind in QUANTILES or (self.kind == "expr" and self._uses_quantile(self.output))
 
     def _uses_quantile(self, output) -> bool:
         slots = {self.plan.slot(o): o for o in self.plan.outputs}
@@ -151,7 +153,7 @@ class Column:
             name = getattr(node, "name", None)
             if name in slots and slots[name] is not output:
                 inner = slots[name]
-                if inner.kind == "quantile" or (inner.kind == "expr" and self._uses_quantile(inner)):
+                if inner.kind in QUANTILES or (inner.kind == "expr" and self._uses_quantile(inner)):
                     return True
         return False
 
@@ -294,6 +296,9 @@ def check_rows(sql: str, plan, got: list[tuple], expected: list[tuple]) -> None:
         assert mine == theirs, f"ORDER BY keys: dpsql {mine}, DuckDB {theirs} for {sql!r}"
 
 
+QUANTILES = ("quantile", "min", "max")   # their noiseless answers are checked apart (quantile_ranges)
+
+
 def order_terms(sql: str) -> int:
     """How many ORDER BY terms the query itself has (after flattening CTEs and subqueries)."""
     order = parse(sql).args.get("order")   # the outer query's own (subqueries carry none dpsql keeps)
@@ -301,9 +306,10 @@ def order_terms(sql: str) -> int:
 
 
 def quantile_ranges(sides, sql: str, plan, got: list[tuple]) -> None:
-    """Each released quantile lies within one leaf of [min, max] of its group's values."""
+    """Each released quantile lies within one leaf of [min, max] of its group's values; MIN and MAX
+    answered by a quantile rule (noiseless: the cell of the extreme) within one leaf of DuckDB's."""
     outputs = plan.visible_outputs
-    quantiles = [(i, o) for i, o in enumerate(outputs) if o.kind == "quantile"]
+    quantiles = [(i, o) for i, o in enumerate(outputs) if o.kind in QUANTILES]
     if not quantiles:
         return
     keys = [o for o in outputs if o.kind == "key"]
@@ -332,6 +338,9 @@ def quantile_ranges(sides, sql: str, plan, got: list[tuple]) -> None:
             value = row[i]
             assert value is not None and low - leaf - 1e-9 <= value <= high + leaf + 1e-9, \
                 f"{o.name} = {value} outside [{low}, {high}] (+-{leaf}) in group {row} for {sql!r}"
+            if o.kind in ("min", "max") and plan.measurement(o.measurements[0]).kind == "histogram":
+                extreme = low if o.kind == "min" else high
+                assert abs(value - extreme) <= leaf + 1e-9, f"{o.name} = {value}, not {extreme} for {sql!r}"
 
 
 # --------------------------------------------------------------------------------------------

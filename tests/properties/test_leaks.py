@@ -151,6 +151,20 @@ FINDINGS = [
     "GROUP BY person_id) AS per",
     "SELECT COUNT(*) AS n FROM (SELECT person_id, MAX(i64) AS m FROM visits WHERE -i64 > 0 AND i8 = '12' "
     "GROUP BY person_id) AS per",
+    # MIN, MAX and the quantile rules (issue 23): one choice per group from its bounded histogram,
+    # the heavy person's extreme values clamped into the cells, empty public groups included
+    "SELECT tier, MIN(f64) AS lo, MAX(i64) AS hi, MEDIAN(i32, mechanism => 'exponential') AS m FROM visits "
+    "GROUP BY tier ORDER BY lo",
+    "SELECT grade, MAX(dec) AS hi, QUANTILE_CONT(f32, 0.9, mechanism => 'exponential') AS p FROM visits "
+    "GROUP BY grade ORDER BY hi DESC",
+    "SELECT MIN(CAST(f64 AS INT) * 2, contribution_bounds_per_row => (-10, 10)) AS lo, "
+    "MAX(i8 / 0, contribution_bounds_per_row => (0, 1)) AS hi FROM people",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) tier, MEDIAN(f64, mechanism => 'ptr') AS p, "
+    "MEDIAN(i16, mechanism => 'smooth') AS s, MIN(u64, mechanism => 'tree') AS t FROM visits GROUP BY tier ORDER BY p",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) txt, MIN(f64) AS lo, MEDIAN(i8, mechanism => 'ptr') AS p "
+    "FROM visits GROUP BY txt",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) MAX(i128, mechanism => 'smooth') AS s, "
+    "QUANTILE_CONT(f64, 0, mechanism => 'ptr') AS p FROM people",
 ]
 # COUNT(*, contribution_bounds_per_group => (X, X)): every unit counts X, so the exact count is
 # units * X, which overflows a BIGINT cast on the neighbour only when the base sits just below 2**63:

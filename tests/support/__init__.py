@@ -11,6 +11,7 @@ more than one file (or by tools/ and benchmarks/, for the fixture).
 - ``exact``: a plan's exact stages run on a small table with the noise off (sensitivity, quantiles).
 - ``sql_tree``: the rewritten SQL parsed, its CTEs and nodes found (tests check trees, not text).
 - ``stats``: goodness of fit against the exact discrete Laplace.
+- ``quantile_laws``: the quantile rules' exact laws from their definitions, and neighbouring histograms.
 - ``sources``: random sources for the sampler tests (seeded, scripted) and their binomial test.
 - ``tpch``: TPC-H's shape in miniature (customer, orders, lineitem, nation) for the join tests.
 - ``server``: a real dpsql server on the loopback address, in a thread or a process.

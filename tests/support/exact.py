@@ -3,11 +3,13 @@ the per-partition measurements the rewritten SQL computes, or any of its stages 
 ``__bounded``, a quantile tree's levels). tests/properties/test_sensitivity.py checks the sensitivities on
 them; tests/lower/test_quantile.py the quantile tree's counts."""
 import duckdb
+import pyarrow as pa
 import sqlglot
 from hypothesis import strategies as st
 from sqlglot import exp
 
 import dpsql
+from dpsql.lower.names import choice_function
 from tests.support import sql_tree
 
 KEYS = ["a", "b", "c"]
@@ -46,14 +48,19 @@ def _with_final(tree: exp.Select, final: str) -> str:
 
 
 def noiseless(rows, plan) -> duckdb.DuckDBPyConnection:
-    """Table t holding ``rows``, with the plan's noise function registered as the identity."""
+    """Table t holding ``rows``, with the plan's noise function registered as the identity (and a
+    quantile rule's choice function, if it calls one, answering cell 0)."""
     con = duckdb.connect()
     con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
     if rows:
         con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
-    (name,) = sql_tree.qualified_calls(sql_tree.tree(plan), "system.main")
-    con.create_function(name, lambda x, code, a, b, c: x, [duckdb.sqltype("BIGINT")] * 5, duckdb.sqltype("BIGINT"),
-                        type="arrow", side_effects=True)
+    big = duckdb.sqltype("BIGINT")
+    for name in sql_tree.qualified_calls(sql_tree.tree(plan), "system.main"):
+        if name == choice_function(name.removesuffix("_choice")) and name.endswith("_choice"):
+            con.create_function(name, lambda cells, counts, given: pa.array([0] * len(cells), type=pa.int64()),
+                                [duckdb.list_type(big)] * 3, big, type="arrow", side_effects=True)
+        else:
+            con.create_function(name, lambda x, code, a, b, c: x, [big] * 5, big, type="arrow", side_effects=True)
     return con
 
 

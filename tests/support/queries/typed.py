@@ -152,13 +152,16 @@ class Typed:
                 ["COUNT(DISTINCT sex)"]
             return self.pick(["COUNT(DISTINCT tier)", "COUNT(DISTINCT grade)", "COUNT(DISTINCT flag)", *per_table])
         fname = self.pick(["SUM", "SUM", "AVG", "AVG", "VAR_POP", "VAR_SAMP", "STDDEV_POP", "STDDEV_SAMP",
-                           "MEDIAN", "QUANTILE_CONT"])
+                           "MEDIAN", "QUANTILE_CONT", "MIN", "MAX"])
         q = f", {self.pick(['0', '0.1', '0.5', '0.9', '1'])}" if fname == "QUANTILE_CONT" else ""
         named = ""
+        if fname in ("MEDIAN", "QUANTILE_CONT", "MIN", "MAX") and self.chance(40):
+            # A quantile rule (ptr and smooth need delta: refused alike on both sides without it).
+            named = f", mechanism => '{self.pick(['exponential', 'exponential', 'tree', 'ptr', 'smooth'])}'"
         if self.with_bounds and self.chance(30):
             per = "contribution_bounds_per_group" if user and fname in ("SUM", "AVG") and self.chance(50) \
                 else "contribution_bounds_per_row"
-            named = f", {per} => {self.bounds()}"
+            named += f", {per} => {self.bounds()}"
         return f"{fname}({self.number(2)}{q}{named})"
 
     def query(self) -> str:
