@@ -68,3 +68,12 @@ def test_the_composition_benchmark_finds_laplace_best_for_one_query():
     assert rows[0]["a"] == pytest.approx(math.sqrt(2 * math.exp(-1)) / (1 - math.exp(-1)), rel=1e-3)
     assert min(rows[0]["c"], rows[0]["d"]) > rows[0]["b"]          # a Gaussian needs more noise alone
     assert composition.first_gaussian_win(rows) is None
+
+
+def test_the_quantiles_benchmark_runs_every_mechanism_at_2k_rows():
+    quantiles = load("quantiles")
+    results = quantiles.run(rows=2000, runs=1, epsilons=(1.0,), log=lambda line: None)
+    cells = results["datasets"]["events"]["errors"]["1.0"]["one"]
+    assert set(cells) == {"min", "max", "median", "p90"}
+    assert all(set(entries) == set(quantiles.MECHANISMS) for entries in cells.values())
+    assert "## income_1k" in quantiles.markdown(results)
