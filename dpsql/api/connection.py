@@ -16,10 +16,10 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from dpsql.mechanisms.base import NoiseBuffer, noise
+from dpsql.mechanisms.base import PURE_NOISE, NoiseBuffer, noise
 from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
-from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, UnsupportedConstruct
+from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, NeedsBounds, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.fold import fold_constants
@@ -39,7 +39,7 @@ from dpsql.lower.rewrite import rewrite
 from dpsql.engines import versions
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.frontend.validate import validate
-from dpsql.api import replay
+from dpsql.api import auto_bounds, replay
 from dpsql.api.replay import plan_signature
 from dpsql.api.result import Result
 from dpsql.api.plan_cache import Entry, PlanCache, key as plan_key
@@ -70,6 +70,11 @@ class PrivateConnection:
         self._lock = threading.Lock()
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         self._plans = PlanCache()
+        # ``bounds: auto`` columns: chosen once per connection (and paid once per data version: the
+        # histogram query replays), kept here and put in place of the declared policy's missing bounds.
+        self._declared_policy = policy
+        self._auto_columns = [(t.name, c.name) for t in policy.tables.values() for c in t.columns.values() if c.auto]
+        self._auto_bounds: dict[tuple[str, str], tuple[float, float]] = {}
         engine.register_noise(self._noise_function, self._noise_udf)
         # pyarrow loads its compute functions on first use (0.7 s): load them now, not in the first
         # DP query, whose time would tell its analyst that nobody had run one (a shared cache).
@@ -98,6 +103,33 @@ class PrivateConnection:
         return self._plans.lookup(analyst, call, lambda: self._lowered(
             sql, epsilon, delta, ci=ci, nonnegative=nonnegative, reader=analyst, deadline=deadline,
             mechanism=mechanism))
+
+    def _planned_with_bounds(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None,
+                             deadline: float | None, mechanism: str | None) -> Entry:
+        """``_planned``, after choosing the automatic bounds it needs (api/auto_bounds.py): each one
+        is a DP query of its own, charged to this caller, then the query is planned again."""
+        for _ in range(len(self._auto_columns) + 1):
+            try:
+                return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, deadline, mechanism)
+            except NeedsBounds as need:
+                for table, column in need.columns:
+                    self._choose_bounds(table, column, analyst, deadline)
+        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, deadline, mechanism)
+
+    def _choose_bounds(self, table: str, column: str, analyst: str | None, deadline: float | None) -> None:
+        """One auto column's bounds: its histogram asked as any DP query (charged, or replayed for
+        free once paid for this data version), the bounds chosen from it (post-processing)."""
+        if (table, column) in self._auto_bounds:
+            return
+
+        def ask(text: str, epsilon: float) -> tuple[dict[int, float], tuple[float, float]]:
+            result = self.sql(text, epsilon=epsilon, delta=0.0, mechanism=PURE_NOISE.option, analyst=analyst,
+                              deadline=deadline)
+            counts = {int(b): float(n) for b, n in result.fetchall() if b is not None and n is not None}
+            return counts, auto_bounds.thresholds(result.plan)
+        declared = self._declared_policy.tables[table].columns[column]
+        self._auto_bounds[(table, column)] = auto_bounds.chosen(self.policy, table, declared, ask)
+        self.policy = auto_bounds.with_bounds(self._declared_policy, self._auto_bounds)
 
     def _seconds(self, seconds: float | None) -> float | None:
         """A call's deadline: its own seconds (checked, DP401), else the connection's (``limits.deadline``)."""
@@ -196,7 +228,7 @@ class PrivateConnection:
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
         seconds = self._seconds(deadline)
-        planned = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism)
+        planned = self._planned_with_bounds(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism)
         # Bind, charge and run in one turn of the engine (shared fairly between analysts): once a
         # query is charged it runs at once, never waits behind another analyst's.
         with self._engine.turn(analyst, seconds) as clock:

@@ -105,6 +105,10 @@ def _explain(plan: Plan) -> str:
              f"C = {plan.max_rows} row(s) per unit per partition"]
     if t.about:
         lines.append(f"rows: {t.about}")
+    automatic = [c for c in t.columns.values() if c.auto and c.bounded]
+    if automatic:
+        lines.append("automatic bounds (bounds: auto; chosen by a DP histogram, paid once per data version): "
+                     + ", ".join(f"{c.name} [{c.lower:g}, {c.upper:g}]" for c in automatic))
     if plan.group_keys:
         keys = ", ".join(key_description(k) for k in plan.group_keys)
         if plan.selection is None:

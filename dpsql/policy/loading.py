@@ -22,7 +22,7 @@ from dpsql.errors import PolicyError
 from dpsql.mechanisms.base import OPTIONS
 from dpsql.policy.bounds import MAX_BOUND, MAX_KEY_RANGE
 from dpsql.policy.links import Declared, parse_link, resolve_links
-from dpsql.policy.model import ACCOUNTANTS, BASIC, ROW, ColumnPolicy, Link, Policy, TablePolicy, invalid as _fail
+from dpsql.policy.model import ACCOUNTANTS, BASIC, ROW, AutoBounds, ColumnPolicy, Link, Policy, TablePolicy, invalid as _fail
 from dpsql.policy.sources import parse_source, rebase_sources
 from dpsql.sql.literals import parse_date, parse_timestamp
 
@@ -53,7 +53,8 @@ def _mapping(value: Any, path: str, allowed: set[str]) -> Mapping:
 
 def _column(name: str, spec: Any, path: str) -> ColumnPolicy:
     spec = {} if spec is None else spec
-    spec = _mapping(spec, path, {"identifier", "type", "lower", "upper", "keys"})
+    spec = _mapping(spec, path, {"identifier", "type", "lower", "upper", "keys", "bounds"})
+    auto = _auto(spec, path)
     identifier = spec.get("identifier", False)
     if not isinstance(identifier, bool):
         raise _fail(f"{path}.identifier", "must be true or false")
@@ -85,10 +86,21 @@ def _column(name: str, spec: Any, path: str) -> ColumnPolicy:
         if len(set(keys)) != len(keys):
             raise _fail(f"{path}.keys", "must not repeat a key")
         keys = tuple(keys)
-    if identifier and (keys is not None or lower is not None or dates is not None):
+    if identifier and (keys is not None or lower is not None or dates is not None or auto):
         raise _fail(path, "an identifier column cannot have keys or bounds")
     return ColumnPolicy(name=name, identifier=identifier, type=ctype, lower=lower, upper=upper, keys=keys,
-                        dates=dates)
+                        dates=dates, auto=("", name) if auto else None)
+
+
+def _auto(spec: Mapping, path: str) -> bool:
+    """``bounds: auto``: the column's bounds are chosen by a DP query (api/auto_bounds.py), not declared."""
+    if "bounds" not in spec:
+        return False
+    if spec["bounds"] != "auto":
+        raise _fail(f"{path}.bounds", "must be auto (declare fixed bounds with lower and upper)")
+    if "lower" in spec or "upper" in spec:
+        raise _fail(path, "bounds: auto and lower/upper exclude each other")
+    return True
 
 
 def _key_range(spec: Mapping, path: str) -> list[int]:
@@ -195,6 +207,7 @@ def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
     if unit == ROW and (L != 1 or C != 1):
         raise _fail(f"{path}.privacy_unit", "with `row`, max_groups_per_unit and max_rows_per_unit must be 1")
     columns, paths = _columns(spec.get("columns", {}), f"{path}.columns")
+    columns = {k: dataclasses.replace(c, auto=(name, c.name)) if c.auto else c for k, c in columns.items()}
     via = columns.get(unit)
     if link is not None and via is not None and (via.keys is not None or via.bounded or via.dates is not None):
         raise _fail(paths[unit], f"links {name} to its privacy unit ({path}.privacy_unit.via), so it identifies "
@@ -249,7 +262,8 @@ def load_policy(source: str | Path | Mapping) -> Policy:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise PolicyError("DP501", f"policy file {source} is not valid YAML: {e}") from None
-    raw = _mapping(raw, "", {"version", "budget", "default_epsilon", "default_delta", "mechanism", "tables"})
+    raw = _mapping(raw, "", {"version", "budget", "default_epsilon", "default_delta", "mechanism", "tables",
+                             "auto_bounds"})
     version = raw.get("version", 1)
     if version != 1:
         raise _fail("version", "must be 1")
@@ -270,7 +284,18 @@ def load_policy(source: str | Path | Mapping) -> Policy:
         tables = rebase_sources(tables, Path(source).parent)   # sources beside the policy file
     return Policy(budget_epsilon=total_eps, budget_delta=total_delta, default_epsilon=default_eps,
                   default_delta=default_delta, tables=tables, version=version,
-                  default_mechanism=_mechanism(raw.get("mechanism")), accountant=accountant)
+                  default_mechanism=_mechanism(raw.get("mechanism")), accountant=accountant,
+                  auto_bounds=_auto_bounds(raw.get("auto_bounds"), default_eps, total_eps))
+
+
+def _auto_bounds(spec: Any, default_eps: float, total_eps: float) -> AutoBounds:
+    """``auto_bounds: {epsilon, for_epsilon}`` (module ``AutoBounds``), defaults filled in."""
+    spec = _mapping({} if spec is None else spec, "auto_bounds", {"epsilon", "for_epsilon"})
+    eps = _number(spec.get("epsilon", default_eps / 10), "auto_bounds.epsilon", positive=True)
+    if eps > total_eps:
+        raise _fail("auto_bounds.epsilon", f"must be at most the total budget ({total_eps:g})")
+    return AutoBounds(epsilon=eps, for_epsilon=_number(spec.get("for_epsilon", default_eps),
+                                                       "auto_bounds.for_epsilon", positive=True))
 
 
 def _mechanism(value: Any) -> str | None:

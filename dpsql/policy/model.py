@@ -77,6 +77,7 @@ class ColumnPolicy:
     key_table: str | None = None  # set at connect for a large key set: the TEMP table holding it
     public_source: tuple[str, str] | None = None  # a joined public table's column: its values are its keys
     dates: tuple[datetime.date, datetime.date] | None = None   # date bounds (lower, upper), inclusive
+    auto: tuple[str, str] | None = None   # ``bounds: auto``: (table, column) whose bounds a DP query chooses
 
     @property
     def bounded(self) -> bool:
@@ -160,6 +161,15 @@ ACCOUNTANTS = (BASIC, "zcdp", "pld")
 
 
 @dataclass(frozen=True)
+class AutoBounds:
+    """``auto_bounds: {epsilon, for_epsilon}``: each ``bounds: auto`` column's bounds cost ``epsilon``
+    once per data version (a DP histogram, api/auto_bounds.py), and are chosen to suit a SUM answered
+    at ``for_epsilon``. Defaults: a tenth of the default epsilon, and the default epsilon."""
+    epsilon: float
+    for_epsilon: float
+
+
+@dataclass(frozen=True)
 class Policy:
     """The whole policy: total budget and its accountant, default per-query epsilon/delta, the tables."""
     budget_epsilon: float
@@ -170,6 +180,7 @@ class Policy:
     version: int = 1
     default_mechanism: str | None = None   # a query's mechanism when it names none (mechanisms/base.py OPTIONS)
     accountant: str = BASIC
+    auto_bounds: "AutoBounds | None" = None   # how ``bounds: auto`` columns get theirs (api/auto_bounds.py)
 
     @property
     def links(self) -> tuple[Link, ...]:

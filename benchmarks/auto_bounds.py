@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Automatic bounds against the best fixed bounds found by search (issue 23, "Measure").
+
+On the demo data (`dpsql demo`'s people and visits), each query is answered at a total epsilon of 1:
+with ``bounds: auto`` the bounds' histogram spends 0.1 of it (10%) and the query 0.9; with fixed
+bounds [0, U] the query spends all of 1, for U on a grid of powers of sqrt(2), and the best U is
+the one with the lowest RMSE (found with the truth: what a data owner could not do). Each run of the
+automatic side chooses its bounds anew (a fresh ledger), so their randomness is in its RMSE.
+
+    PYTHONPATH=. nice -n 10 python3 benchmarks/auto_bounds.py [--runs 40] [--rows 10000]
+
+Writes ``auto_bounds.json`` and ``auto_bounds.md`` in ``--out`` (default benchmarks/results).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+import dpsql
+from dpsql.cli.demo import build_dataset, demo_policy
+
+TOTAL = 1.0
+SHARE = 0.1          # of the total, for the automatic bounds
+QUERIES = {          # name: (table, column, SQL)
+    "SUM(income)": ("people", "income", "SELECT SUM(income) AS v FROM people"),
+    "AVG(income)": ("people", "income", "SELECT AVG(income) AS v FROM people"),
+    "SUM(age)": ("people", "age", "SELECT SUM(age) AS v FROM people"),
+    "SUM(cost)": ("visits", "cost", "SELECT SUM(cost) AS v FROM visits"),
+}
+
+
+def _policy(table: str, column: str, bounds) -> dict:
+    policy = copy.deepcopy(demo_policy())
+    policy["budget"] = {"epsilon": 1e6}
+    spec = policy["tables"][table]["columns"].setdefault(column, {})
+    spec.pop("lower", None), spec.pop("upper", None)
+    if bounds == "auto":
+        spec["bounds"] = "auto"
+        policy["auto_bounds"] = {"epsilon": SHARE * TOTAL, "for_epsilon": (1 - SHARE) * TOTAL}
+    else:
+        spec["lower"], spec["upper"] = bounds
+    return policy
+
+
+def _rmse(db_path: Path, policy: dict, sql: str, epsilon: float, runs: int, truth: float, seed: int,
+          fresh_connection: bool) -> tuple[float, list]:
+    errors, chosen = [], []
+    db = None
+    for run in range(runs):
+        if db is None or fresh_connection:
+            db = dpsql.connect(str(db_path), policy=policy, ledger=":memory:", rng=np.random.default_rng(seed + run))
+        value = db.sql(sql, epsilon=epsilon, fresh=True).fetchall()[0][0]
+        errors.append((value - truth) ** 2)
+        if fresh_connection:
+            table, column = next((t, c.name) for t in db.policy.tables.values() for c in t.columns.values()
+                                 if c.auto and c.bounded)
+            chosen.append((db.policy.tables[table.name].columns[column].lower,
+                           db.policy.tables[table.name].columns[column].upper))
+            db.close()
+    return math.sqrt(float(np.mean(errors))), chosen
+
+
+def measure(db_path: Path, runs: int) -> list[dict]:
+    con = duckdb.connect(str(db_path), read_only=True)
+    rows = []
+    for name, (table, column, sql) in QUERIES.items():
+        truth = con.execute(sql).fetchall()[0][0]
+        top = con.execute(f"SELECT MAX({column}) FROM {table}").fetchall()[0][0]
+        grid = [2 ** (k / 2) for k in range(2, 2 * math.ceil(math.log2(top)) + 3)]
+        fixed = {u: _rmse(db_path, _policy(table, column, (0, u)), sql, TOTAL, runs, truth, 10, False)[0]
+                 for u in grid}
+        best_u = min(fixed, key=fixed.__getitem__)
+        auto, chosen = _rmse(db_path, _policy(table, column, "auto"), sql, (1 - SHARE) * TOTAL, runs, truth, 99,
+                             True)
+        uppers = [c[1] for c in chosen]
+        rows.append({"query": name, "truth": truth, "max": top, "best_fixed_upper": best_u,
+                     "best_fixed_rmse": fixed[best_u], "auto_rmse": auto, "ratio": auto / fixed[best_u],
+                     "auto_upper_median": float(np.median(uppers)),
+                     "auto_upper_range": [min(uppers), max(uppers)], "fixed": fixed})
+        print(f"{name}: best fixed U={best_u:.4g} rmse {fixed[best_u]:.4g}; auto rmse {auto:.4g} "
+              f"(x{auto / fixed[best_u]:.2f}), auto U median {np.median(uppers):.4g}", flush=True)
+    con.close()
+    return rows
+
+
+def write(rows: list[dict], out: Path, runs: int, people: int) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "auto_bounds.json").write_text(json.dumps({"runs": runs, "rows": people, "total_epsilon": TOTAL,
+                                                      "bounds_share": SHARE, "results": rows}, indent=2))
+    lines = [f"# Automatic bounds against the best fixed bounds ({people} people, {runs} runs, total epsilon "
+             f"{TOTAL:g}; automatic: {SHARE:.0%} for the bounds)", "",
+             "| query | true value | best fixed upper (search) | its RMSE | automatic RMSE | ratio | automatic upper "
+             "(median; range) |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lo, hi = r["auto_upper_range"]
+        lines.append(f"| {r['query']} | {r['truth']:.6g} | {r['best_fixed_upper']:.4g} | {r['best_fixed_rmse']:.4g} "
+                     f"| {r['auto_rmse']:.4g} | {r['ratio']:.2f} | {r['auto_upper_median']:.4g}; "
+                     f"{lo:.4g} to {hi:.4g} |")
+    (out / "auto_bounds.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        db_path = build_dataset(Path(directory) / "demo.duckdb", rows=args.rows)
+        write(measure(db_path, args.runs), args.out, args.runs, args.rows)
+
+
+if __name__ == "__main__":
+    main()
