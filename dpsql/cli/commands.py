@@ -28,6 +28,7 @@ from dpsql.cli import analysts as analysts_cli
 from dpsql.cli import demo as demo_module
 from dpsql.cli import ledger as ledger_cli
 from dpsql.cli import policy_cmd
+from dpsql.cli.randomize import randomize
 from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
 from dpsql.cli import config
 from dpsql.cli.output import FORMATS, output_format, render, write
@@ -336,6 +337,7 @@ main.add_command(analysts_cli.analyst)
 main.add_command(ledger_cli.ledger)
 
 main.add_command(policy_cmd.policy)
+main.add_command(randomize)
 
 
 if __name__ == "__main__":  # pragma: no cover
