@@ -38,6 +38,7 @@ from dpsql.cli.reporting import EXIT_FAILED, reporting_errors
 from dpsql.api.advice import plan_warnings
 from dpsql.mechanisms.base import OPTIONS as MECHANISM_OPTIONS
 from dpsql.plan.model import Plan
+from dpsql.plan.local import LocalPlan
 from dpsql.plan.public import PublicPlan
 from dpsql.policy.loading import load_policy
 
@@ -213,6 +214,8 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
                    "(--fresh draws anew and pays)", err=True)
     if isinstance(getattr(res, "plan", None), PublicPlan):
         click.echo("note: public tables only: answered exactly; no budget spent", err=True)
+    if isinstance(getattr(res, "plan", None), LocalPlan):
+        click.echo(f"note: {res.plan.summary}; no budget spent", err=True)
     for warning in getattr(res, "warnings", ()):
         click.echo(f"warning: {warning}", err=True)
     # Render fully before writing: a refusal leaves stdout, and -o's file, as they were.

@@ -66,3 +66,23 @@ def test_bad_input_is_refused_with_its_code_and_exit_code(runner, tmp_path):
                        "-o", out)
     assert malformed.exit_code == 1 and "COLUMN=A,B" in malformed.stderr
     assert not out.exists() and all(r.stdout == "" for r in (unknown, no_domain, missing, zero, malformed))
+
+
+def test_the_randomized_file_answers_counts_in_the_local_model(runner, tmp_path):
+    """randomize, paste the printed entries into a policy, query: the debiased counts, no budget spent."""
+    (tmp_path / "survey.csv").write_text(CSV)
+    out = tmp_path / "survey_rr.parquet"
+    printed = invoke(runner, tmp_path / "survey.csv", "-c", "region", "--domain", "region=N,S,E,W", "--epsilon", "1",
+                     "-o", out).stdout
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump({"budget": {"epsilon": 1}, "tables": {
+        "survey_rr": {"privacy_unit": "id", **yaml.safe_load(printed)}}}))
+    args = ["--db", str(out), "--policy", str(tmp_path / "policy.yaml"), "--ledger", str(tmp_path / "l.sqlite")]
+    query = "SELECT region, COUNT(*) AS n FROM survey_rr GROUP BY region"
+    answered = runner.invoke(cli.main, ["query", query, *args, "--format", "csv"], catch_exceptions=False)
+    assert answered.exit_code == 0, answered.stderr
+    assert "note: local model: epsilon 1 per respondent (4-ary randomized response of survey_rr.region)" \
+        in answered.stderr
+    assert answered.stdout.splitlines()[0] == "region,n,n_variance,n_ci_low,n_ci_high"
+    assert [line.split(",")[0] for line in answered.stdout.splitlines()[1:]] == list("NSEW")
+    budget = runner.invoke(cli.main, ["budget", "--ledger", str(tmp_path / "l.sqlite"), "--format", "json"])
+    assert '"spent"' in budget.stdout and yaml.safe_load(budget.stdout)["spent"]["epsilon"] == 0
