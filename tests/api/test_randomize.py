@@ -121,3 +121,11 @@ def test_an_existing_output_is_not_replaced(tmp_path):
     with pytest.raises(DpsqlError) as info:
         dpsql.randomize(survey(), ["smoker"], 1.0, con)
     assert info.value.code == "DP513" and con.execute("SELECT count(*) FROM data").fetchall() == [(0,)]
+
+
+def test_a_table_of_a_duckdb_connection_in_and_out_and_its_name_quoted():
+    source, target = duckdb.connect(), duckdb.connect()
+    source.execute('CREATE TABLE "My Survey" AS SELECT range AS id, range % 2 = 0 AS smoker FROM range(10)')
+    dpsql.randomize(source, ["smoker"], 1.0, target, table="My Survey")
+    assert target.execute('SELECT count(*) FROM "My Survey"').fetchall() == [(10,)]
+    assert read_parameters(target, "My Survey")["smoker"]["mechanism"] == "Warner randomized response"
