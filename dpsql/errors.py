@@ -194,3 +194,9 @@ class RequestError(DpsqlError):
     'DP422'
     """
     code = "DP408"
+
+
+class RandomizeError(DpsqlError):
+    """``dpsql randomize`` cannot randomize the table as asked (DP510-DP513): an unknown column, a column
+    without a public domain, a value outside it, an output that exists. Nothing is written."""
+    code = "DP510"

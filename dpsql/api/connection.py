@@ -31,6 +31,8 @@ from dpsql.plan.build import build_plan
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
+from dpsql.frontend.local import local_query
+from dpsql.plan.local import LocalPlan, local_plan
 from dpsql.frontend import size
 from dpsql.limits import Deadline, WorkLimits, check_seconds
 from dpsql.policy.loading import load_policy
@@ -92,7 +94,7 @@ class PrivateConnection:
         return pa.array(released, type=pa.int64())
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-             ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> Plan | PublicPlan:
+             ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
         """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
         return self._planned(sql, epsilon, delta, ci, nonnegative, None, self._seconds(None), mechanism).plan
 
@@ -137,7 +139,7 @@ class PrivateConnection:
 
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
                  nonnegative: bool = True, noise_function: str | None = None, reader: str | None = None,
-                 deadline: float | None = None, mechanism: str | None = None, **lowering) -> Plan | PublicPlan:
+                 deadline: float | None = None, mechanism: str | None = None, **lowering) -> Plan | PublicPlan | LocalPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
         over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
         Its input is bounded first (frontend/size.py): planning is linear in it, so it is not
@@ -148,6 +150,9 @@ class PrivateConnection:
             size.check_shape(parsed, sql, self.limits)
             if public_only(parsed, self.policy):
                 return public_plan(parsed, sql, self.policy)
+            local = local_query(parsed, self.policy)
+            if local is not None:   # a count of a randomized column's reports (frontend/local.py): no central noise
+                return local_plan(local, sql, self.policy, ci, nonnegative)
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = fold_constants(statement, sql)
@@ -184,7 +189,7 @@ class PrivateConnection:
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
-                analyst: str | None = None, mechanism: str | None = None) -> Plan | PublicPlan:
+                analyst: str | None = None, mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
         """The Plan the query would run, with the rewritten SQL; spends nothing. ``deadline``: seconds
         for the engine's read planning may need (a joined public table's keys), DP425 past them.
 
@@ -232,7 +237,7 @@ class PrivateConnection:
         # Bind, charge and run in one turn of the engine (shared fairly between analysts): once a
         # query is charged it runs at once, never waits behind another analyst's.
         with self._engine.turn(analyst, seconds) as clock:
-            if isinstance(planned.plan, PublicPlan):
+            if isinstance(planned.plan, (PublicPlan, LocalPlan)):
                 return self._exact(planned.plan, analyst, clock)
             return self._private(sql, planned, fresh, analyst, clock)
 
@@ -276,11 +281,15 @@ class PrivateConnection:
         self._ledger.release(ticket, table)
         return Result(table, plan)
 
-    def _exact(self, plan: PublicPlan, analyst: str | None, clock: Deadline) -> Result:
-        """A query over public tables only: no person's data, so answered exactly and charged nothing.
-        Recorded in the history at epsilon 0, without its answer (nothing to replay: running it again
-        gives the same rows). Public data: an engine error's message is safe to show, and so are its
-        stops (the deadline, more rows than ``limits.max_rows``)."""
+    def _exact(self, plan: PublicPlan | LocalPlan, analyst: str | None, clock: Deadline) -> Result:
+        """A query over public tables only: no person's data, so answered exactly and charged nothing; or
+        a local-model count (plan/local.py): the randomized reports counted, then debiased, which costs
+        no central budget. Recorded in the history at epsilon 0, without its answer (nothing to replay:
+        running it again gives the same rows). Public data: an engine error's message is safe to show,
+        and so are its stops (the deadline, more rows than ``limits.max_rows``); a local-model table's
+        is not, and the counting query cannot fail on any row (plan/local.py), so it never shows one."""
+        public = isinstance(plan, PublicPlan)
+        spent = "public tables only: nothing was spent" if public else "local model: nothing was spent"
         bound = self._engine.bind(plan.rewritten_sql)
         ticket = self._ledger.reserve(ZERO, sql=replay.normalise_sql(plan.sql)[0], plan=plan.summary,
                                       data_version=self._data_version, analyst=analyst, releases=())
@@ -288,18 +297,17 @@ class PrivateConnection:
             table = self._engine.run(bound, clock, max_rows=self.limits.max_rows)
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError) as e:
             self._ledger.fail(ticket)
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ExecutionError("DP900", f"the query failed while running: {first}",
-                                 hint="public tables only: nothing was spent") from None
+            first = (str(e).splitlines()[0] if str(e) else type(e).__name__) if public else "no detail (private data)"
+            raise ExecutionError("DP900", f"the query failed while running: {first}", hint=spent) from None
         except DeadlineExceeded as stopped:
             self._ledger.fail(ticket)
-            raise DeadlineExceeded("DP425", stopped.message, hint="public tables only: nothing was spent; ask for "
+            raise DeadlineExceeded("DP425", stopped.message, hint=f"{spent}; ask for "
                                    "less (fewer rows, fewer joined tables) or retry later") from None
         except BaseException:
             self._ledger.fail(ticket)
             raise
         self._ledger.release(ticket, None)
-        return Result(table, plan)
+        return Result(table if isinstance(plan, PublicPlan) else plan.answer(table), plan)
 
     def close(self) -> None:
         """Close the engine's connection (dpsql owns it once connected)."""
@@ -351,7 +359,7 @@ class AnalystView:
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
-                mechanism: str | None = None) -> Plan | PublicPlan:
+                mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
         return self._db.explain(sql, epsilon, delta, ci=ci, nonnegative=nonnegative, deadline=deadline,
                                 analyst=self.name, mechanism=mechanism)
 

@@ -28,6 +28,7 @@ from dpsql.cli import analysts as analysts_cli
 from dpsql.cli import demo as demo_module
 from dpsql.cli import ledger as ledger_cli
 from dpsql.cli import policy_cmd
+from dpsql.cli.randomize import randomize
 from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
 from dpsql.cli import config
 from dpsql.cli.output import FORMATS, output_format, render, write
@@ -37,6 +38,7 @@ from dpsql.cli.reporting import EXIT_FAILED, reporting_errors
 from dpsql.api.advice import plan_warnings
 from dpsql.mechanisms.base import OPTIONS as MECHANISM_OPTIONS
 from dpsql.plan.model import Plan
+from dpsql.plan.local import LocalPlan
 from dpsql.plan.public import PublicPlan
 from dpsql.policy.loading import load_policy
 
@@ -212,6 +214,8 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
                    "(--fresh draws anew and pays)", err=True)
     if isinstance(getattr(res, "plan", None), PublicPlan):
         click.echo("note: public tables only: answered exactly; no budget spent", err=True)
+    if isinstance(getattr(res, "plan", None), LocalPlan):
+        click.echo(f"note: {res.plan.summary}; no budget spent", err=True)
     for warning in getattr(res, "warnings", ()):
         click.echo(f"warning: {warning}", err=True)
     # Render fully before writing: a refusal leaves stdout, and -o's file, as they were.
@@ -336,6 +340,7 @@ main.add_command(analysts_cli.analyst)
 main.add_command(ledger_cli.ledger)
 
 main.add_command(policy_cmd.policy)
+main.add_command(randomize)
 
 
 if __name__ == "__main__":  # pragma: no cover

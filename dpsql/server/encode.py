@@ -21,6 +21,7 @@ from dpsql.api.display import to_json_value
 from dpsql.errors import DpsqlError
 from dpsql.plan.aggregates import released_directly
 from dpsql.plan.model import Plan
+from dpsql.plan.public import PublicPlan
 from dpsql.plan.text import CONFIDENCE
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -37,7 +38,7 @@ def dumps(doc: Any) -> bytes:
 def plan_doc(plan) -> dict:
     """PLAN: epsilon, delta, the explain text, outputs with their expected error, the rewritten SQL."""
     doc = {"epsilon": float(plan.epsilon), "delta": float(plan.delta), "text": str(plan),
-           "public_only": not isinstance(plan, Plan), "outputs": [],
+           "public_only": isinstance(plan, PublicPlan), "outputs": [],
            "rewritten_sql": plan.rewritten_sql}
     if isinstance(plan, Plan):
         for o in plan.visible_outputs:

@@ -107,7 +107,7 @@ def test_the_histogram_is_a_dp_query_with_public_bins():
 @pytest.mark.parametrize("column, message", [
     ({"bounds": 5}, "must be auto"),
     ({"bounds": "auto", "lower": 0, "upper": 1}, "exclude each other"),
-    ({"bounds": "auto", "identifier": True}, "cannot have keys or bounds"),
+    ({"bounds": "auto", "identifier": True}, "cannot have keys, bounds"),
 ])
 def test_a_malformed_auto_entry_is_refused_naming_it(column, message):
     with pytest.raises(PolicyError, match=message):
