@@ -13,8 +13,8 @@ the bounds are chosen once per data version.
 
 The choice is post-processing of the noisy counts, so free. Bins whose noisy count is below the
 threshold an empty bin exceeds with probability at most 0.1% / bins (the mechanism's error bound)
-count as empty, except the contiguous tail just beyond them while its bins pass a 5% threshold
-(``_kept``); among the powers of two up to the largest non-empty bin, the upper bound (and,
+count as empty, except the tail beyond them, which counts as its decay predicts where the noisy
+counts agree (``_kept``); among the powers of two up to the largest non-empty bin, the upper bound (and,
 mirrored, the lower) minimises the estimated root-mean-square error of a SUM at
 ``auto_bounds.for_epsilon``: the values clipped (each bin's count times its distance from the bound,
 at the bin's middle) against the Laplace noise of a sum bounded there (sqrt 2 C max(|lower|, upper) /
@@ -88,32 +88,43 @@ def _candidates(counts: Mapping[int, float], sign: int, edges: list[Fraction]) -
     return [0.0] + sorted(powers + [1.5 * p for p in powers[:-1]])
 
 
-def _kept(counts: Mapping[int, float], strict: float, tail: float) -> dict[int, float]:
-    """The bins taken as non-empty: those at or above ``strict``, and on each side the bins just
-    beyond the outermost of them, one after another, while at or above ``tail``. A real tail is
-    contiguous and thins out, and its rows matter most to a SUM: dropping it clips them all, while a
-    spurious bin taken this way (probability about 5% each) only doubles that side's bound. The one
-    bin after them counts with its noisy count (what it may hide)."""
+def _kept(counts: Mapping[int, float], strict: float, sd: float) -> dict[int, float]:
+    """The bins taken as non-empty: those at or above ``strict`` (an empty bin passes with probability
+    at most MISSED in all), and on each side the tail beyond the outermost of them, bin after bin, as
+    its decay predicts (the ratio of that bin's count to the one before it, shrinking as the ratio
+    before it did: log-concave), each at most its noisy
+    count plus one sd, until the prediction is below half a value or more than 3 sd above the noisy
+    count (a column that ends there, such as an age). A real tail thins out gradually, and its few
+    rows are what a SUM's bound clips; noise alone cannot show them at a tenth of an epsilon."""
     kept = {b: c for b, c in counts.items() if c >= strict and b != 0}
     for sign in (1, -1):
         edge = max((abs(b) for b in kept if b * sign > 0), default=0)
-        while edge and counts.get(sign * (edge + 1), 0.0) >= tail:
+        last, before = kept.get(sign * edge, 0.0), counts.get(sign * (edge - 1), 0.0)
+        if not edge or not before > last > 0:
+            continue
+        # Log-concave: each ratio shrinks as the last two did (a lognormal's do; a power law's stay).
+        earlier = counts.get(sign * (edge - 2), 0.0)
+        predicted, ratio = last, last / before
+        shrink = min(1.0, ratio / (before / earlier)) if earlier > before else 1.0
+        while True:
             edge += 1
-            kept[sign * edge] = counts[sign * edge]
-        # The bin after the tail may hold a few values the noise hides: its noisy count stands for them.
-        if edge and sign * (edge + 1) in counts:
-            kept[sign * (edge + 1)] = max(0.0, counts[sign * (edge + 1)])
+            ratio *= shrink
+            predicted *= ratio
+            seen = counts.get(sign * edge)
+            if seen is None or predicted < 0.5 or predicted > seen + 3 * sd:
+                break
+            kept[sign * edge] = min(predicted, max(seen, 0.0) + sd)
     return kept
 
 
 def choose(counts: Mapping[int, float], threshold: float, integer: bool, rows_per_unit: int,
-           for_epsilon: float, tail: float | None = None) -> tuple[float, float]:
+           for_epsilon: float, sd: float = 0.0) -> tuple[float, float]:
     """(lower, upper) from the noisy bin counts (module doc).
 
     >>> choose({1: 0.0, 3: 500.0, 4: 40.0, 9: 1.0}, 5.0, True, 1, 1.0)
     (0.0, 16.0)
     """
-    kept = _kept(counts, threshold, threshold if tail is None else tail)
+    kept = _kept(counts, threshold, sd)
     edges = _edges(integer)
     best: tuple[float, float, float] | None = None
     for high in _candidates(kept, 1, edges):
@@ -129,13 +140,11 @@ def choose(counts: Mapping[int, float], threshold: float, integer: bool, rows_pe
 
 
 def thresholds(plan) -> tuple[float, float]:
-    """The count an empty bin's noise exceeds with probability at most MISSED / bins (a bin anywhere),
-    and with probability at most 5% (a bin just beyond the tail: ``_kept``)."""
+    """The count an empty bin's noise exceeds with probability at most MISSED / bins, and the noise's sd."""
     m = plan.measurements[0]
     bins = max(plan.partitions or 1, 1)
     noise = mechanism(m.mechanism)
-    return (float(noise.error_bound(m.release, 1 - 2 * MISSED / bins)),
-            float(noise.error_bound(m.release, 0.9)))
+    return float(noise.error_bound(m.release, 1 - 2 * MISSED / bins)), math.sqrt(noise.variance(m.release))
 
 
 def chosen(policy: Policy, table: str, column: ColumnPolicy,
@@ -145,9 +154,9 @@ def chosen(policy: Policy, table: str, column: ColumnPolicy,
     integer = base_type(column.sql_type) in INTEGER_TYPES
     rules = policy.auto_bounds
     assert rules is not None
-    counts, (strict, tail) = ask(histogram_sql(table, column.name, integer), rules.epsilon)
+    counts, (strict, sd) = ask(histogram_sql(table, column.name, integer), rules.epsilon)
     rows = policy.tables[table].max_rows_per_unit
-    return choose(counts, strict, integer, rows, rules.for_epsilon, tail)
+    return choose(counts, strict, integer, rows, rules.for_epsilon, sd)
 
 
 def with_bounds(policy: Policy, bounds: Mapping[tuple[str, str], tuple[float, float]]) -> Policy:

@@ -126,7 +126,7 @@ class PrivateConnection:
 
         def ask(text: str, epsilon: float) -> tuple[dict[int, float], tuple[float, float]]:
             result = self.sql(text, epsilon=epsilon, delta=0.0, mechanism=PURE_NOISE.option, analyst=analyst,
-                              deadline=deadline)
+                              deadline=deadline, nonnegative=False)
             counts = {int(b): float(n) for b, n in result.fetchall() if b is not None and n is not None}
             return counts, auto_bounds.thresholds(result.plan)
         declared = self._declared_policy.tables[table].columns[column]

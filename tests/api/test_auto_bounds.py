@@ -88,13 +88,15 @@ def test_the_choice_trades_what_clipping_loses_against_the_noise_of_the_bound():
     assert auto_bounds.choose({}, 5.0, False, 1, 1.0) == (0.0, 0.0)
 
 
-def test_a_thin_contiguous_tail_counts_but_an_isolated_bin_above_the_tail_threshold_does_not():
-    """Strict threshold 69, tail threshold 20: bins 5 and 6 (40, 25 values) extend the body (bin 4),
-    bin 7 (3, counted as what it may hide) ends the tail, and bin 30 (25) is noise far away: the upper
-    bound stays near the tail."""
-    counts = {4: 500.0, 5: 40.0, 6: 25.0, 7: 3.0, 30: 25.0}
-    assert auto_bounds.choose(counts, 69.0, True, 1, 1.0, tail=20.0) == (0.0, 64.0)
-    assert auto_bounds.choose(counts, 69.0, True, 1, 1.0) == (0.0, 32.0), "without the tail rule, clipped"
+def test_a_thin_tail_counts_as_its_decay_predicts_and_a_column_that_ends_is_not_extended():
+    """Strict threshold 150, noise sd 14. Beyond the body (bins 2 to 4: ratios 0.28, then 0.2, so each
+    next ratio shrinks by 0.72), bins 5 to 7 count as predicted (72, 7.5, 0.56), so the bound covers
+    the thin tail; bin 30 (25) is noise far away. Where a noisy count is far below the prediction
+    (bin 5 at 10, sd 0.5), or an age-like column has nothing above [32, 64), the column ends there."""
+    counts = {2: 9000.0, 3: 2500.0, 4: 500.0, 5: 95.0, 6: 25.0, 7: 3.0, 8: -2.0, 30: 25.0}
+    assert auto_bounds.choose(counts, 150.0, True, 1, 1.0, sd=14.0) == (0.0, 48.0)
+    assert auto_bounds.choose({**counts, 5: 10.0}, 150.0, True, 1, 1.0, sd=0.5) == (0.0, 16.0)
+    assert auto_bounds.choose({5: 4500.0, 6: 3000.0, 7: 10.0, 8: -3.0}, 69.0, True, 1, 1.0, sd=14.0) == (0.0, 64.0)
 
 
 def test_the_histogram_is_a_dp_query_with_public_bins():
