@@ -48,7 +48,8 @@ def continuous_epsilon(sigma: float, shift: float, times: int) -> float:
 SUM = Release(DISCRETE_GAUSSIAN.name, Sensitivity(1, Fraction(2 ** 20)), Fraction(22 * 2 ** 20))
 
 
-@pytest.mark.parametrize("sigma, shift", [(Fraction(PLD_SIGMA) - 1, 800), (Fraction(PLD_SIGMA * 3, 4), 2500)])
+@pytest.mark.parametrize("sigma, shift", [(Fraction(PLD_SIGMA) - 1, 800),
+                                          pytest.param(Fraction(PLD_SIGMA * 3, 4), 2500, marks=pytest.mark.slow)])
 def test_below_pld_sigma_ours_agrees_with_dp_accountings_discrete_gaussian(sigma, shift):
     """Where both run: ours within 1e-5 of dp-accounting's own connect-the-dots over its integer points
     (measured: at most 1e-6) and never below it by more than 1e-6 (float slack; its pmf has no margin),
