@@ -44,6 +44,7 @@ from dpsql.frontend.validate import validate
 from dpsql.api import auto_bounds, replay
 from dpsql.api.replay import plan_signature
 from dpsql.api.result import Result
+from dpsql.api.budget_note import budget_note
 from dpsql.api.plan_cache import Entry, PlanCache, key as plan_key
 
 def _choose(name: str, caller, query, default):
@@ -190,13 +191,19 @@ class PrivateConnection:
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
                 analyst: str | None = None, mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
-        """The Plan the query would run, with the rewritten SQL; spends nothing. ``deadline``: seconds
-        for the engine's read planning may need (a joined public table's keys), DP425 past them.
+        """The Plan the query would run, with the rewritten SQL and the budget remaining before it (the
+        ``analyst``'s own, else the total: in the accountant's terms and as (epsilon, delta), and whether
+        the query would fit; api/budget_note.py); spends nothing and writes nothing. ``deadline``:
+        seconds for the engine's read planning may need (a joined public table's keys), DP425 past them.
 
         Example:
             >>> print(db.explain("SELECT sex, COUNT(*) FROM people GROUP BY sex"))  # doctest: +SKIP
         """
-        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline), mechanism).plan
+        plan = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline), mechanism).plan
+        if isinstance(plan, (PublicPlan, LocalPlan)):   # spends nothing: no budget to show
+            return plan
+        # The remaining budget (the analyst's own, or the total) and whether this would fit: read only.
+        return dataclasses.replace(plan, budget_note=budget_note(self._ledger, plan, analyst))
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,

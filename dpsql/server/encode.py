@@ -36,10 +36,14 @@ def dumps(doc: Any) -> bytes:
 
 
 def plan_doc(plan) -> dict:
-    """PLAN: epsilon, delta, the explain text, outputs with their expected error, the rewritten SQL."""
+    """PLAN: epsilon, delta, the explain text, outputs with their expected error, the rewritten SQL; an
+    explained plan's ``budget_before``: the analyst's own budget before it and whether it would fit
+    (api/budget_note.py), or that it could not be read (a code and a reason, no path)."""
     doc = {"epsilon": float(plan.epsilon), "delta": float(plan.delta), "text": str(plan),
            "public_only": isinstance(plan, PublicPlan), "outputs": [],
            "rewritten_sql": plan.rewritten_sql}
+    if getattr(plan, "budget_note", None) is not None:
+        doc["budget_before"] = plan.budget_note.as_dict()
     if isinstance(plan, Plan):
         for o in plan.visible_outputs:
             single = released_directly(o)   # one measurement as released: its error bar is the output's
