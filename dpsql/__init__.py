@@ -12,7 +12,8 @@ from dpsql.api.connection import PrivateConnection, Result, connect
 from dpsql.errors import BudgetExceeded, DpsqlError
 from dpsql.plan.model import Plan
 from dpsql.client.remote import Remote, remote
+from dpsql.api.randomize import randomize
 
-__all__ = ["connect", "remote", "PrivateConnection", "Remote", "Result", "Plan", "Budget", "DpsqlError",
+__all__ = ["connect", "remote", "randomize", "PrivateConnection", "Remote", "Result", "Plan", "Budget", "DpsqlError",
            "BudgetExceeded"]
 __version__ = "0.1.0"

@@ -109,6 +109,15 @@ class PrivacyViolation(UnsupportedConstruct):
     code = "DP203"
 
 
+class NeedsBounds(UnsupportedConstruct):
+    """The query needs the bounds of ``bounds: auto`` columns not chosen yet (DP330). A query asked
+    through the connection never shows it: the connection chooses them (a DP query, charged) and
+    plans again (api/auto_bounds.py); explain, which spends nothing, says so with it."""
+    code = "DP330"
+    default_rule = "automatic_bounds"
+    columns: tuple[tuple[str, str], ...] = ()   # (table, column) of each, in the policy's names
+
+
 class InvalidParameter(DpsqlError):
     """epsilon, delta or another caller-supplied parameter is out of range (DP401)."""
     code = "DP401"
@@ -185,3 +194,9 @@ class RequestError(DpsqlError):
     'DP422'
     """
     code = "DP408"
+
+
+class RandomizeError(DpsqlError):
+    """``dpsql randomize`` cannot randomize the table as asked (DP510-DP513): an unknown column, a column
+    without a public domain, a value outside it, an output that exists. Nothing is written."""
+    code = "DP510"

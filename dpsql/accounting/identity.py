@@ -36,6 +36,8 @@ def policy_document(policy: Policy) -> dict:
             lower, upper = c.dates if c.dates is not None else (c.lower, c.upper)
             columns[cname] = {"identifier": c.identifier, "type": c.type, "lower": lower,
                               "upper": upper, "keys": keys}
+            if c.randomized is not None:   # only when declared: older documents stay byte for byte
+                columns[cname]["randomized"] = c.randomized
         if t.public:
             tables[name] = {"public": True, "columns": columns}
             continue
@@ -44,6 +46,8 @@ def policy_document(policy: Policy) -> dict:
             "via": t.link.column, "references": f"{t.link.references_table}.{t.link.references_column}"}
         tables[name] = {"privacy_unit": unit, "max_groups_per_unit": t.max_groups_per_unit,
                         "max_rows_per_unit": t.max_rows_per_unit, "columns": columns}
+        if t.local_model:   # its rows declared public (frontend/local.py): a change the history records
+            tables[name]["local_model"] = True
     # Plain floats: JSON prints them as Python's shortest repr, stable across versions.
     budget: dict[str, Any] = {"epsilon": float(policy.budget_epsilon), "delta": float(policy.budget_delta)}
     if policy.accountant != BASIC:   # basic, what every older ledger means, keeps their documents byte for byte

@@ -37,6 +37,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Callable, TypeVar
 
 import pyarrow as pa
 
@@ -53,6 +54,7 @@ from dpsql.errors import AuthError, BudgetExceeded, InternalError
 from dpsql.policy.model import Policy
 
 
+T = TypeVar("T")
 RECORDED_CHARS = 4096   # of a charge's SQL text and plan summary (a TPC-H query is 1-2 KB)
 
 
@@ -193,8 +195,9 @@ class Ledger:
             AuthError (DP407): no such analyst.
         """
         def read(db, total: Cost, accountant: Accountant, mine: str, args: list) -> Budget:
-            rows = db.execute("SELECT id, time, sql, plan, epsilon, delta, status, replays, composition, analyst "
-                              f"FROM charges {mine} ORDER BY id", args).fetchall()
+            rows = [] if db is None else db.execute(
+                "SELECT id, time, sql, plan, epsilon, delta, status, replays, composition, analyst "
+                f"FROM charges {mine} ORDER BY id", args).fetchall()
             return self._figures(db, total, accountant, analyst, self._history(rows))
         return self._snapshot(analyst, read)
 
@@ -202,20 +205,41 @@ class Ledger:
         """``budget(analyst)`` without the history: the kept composition of ``_spent`` and a count, so its
         cost does not grow with the history (the server reports it with every answer)."""
         def read(db, total: Cost, accountant: Accountant, mine: str, args: list) -> Budget:
-            queries = db.execute(f"SELECT COUNT(*) FROM charges {mine}", args).fetchone()[0]
-            return self._figures(db, total, accountant, analyst, (), queries)
+            return self._figures(db, total, accountant, analyst, (), self._count(db, mine, args))
         return self._snapshot(analyst, read)
 
-    def _snapshot(self, analyst: str | None, read) -> Budget:
+    def preview(self, cost: Cost, releases=None, analyst: str | None = None) -> tuple[Budget, bool]:
+        """``totals(analyst)``, and whether a charge of ``cost`` releasing ``releases`` would fit now: the
+        accountant's own check of the history with it (as ``reserve`` asks it, never a subtraction:
+        zcdp's and pld's remaining budgets do not add) against the analyst's own budget (None: the
+        total). What explain shows. Reads only: no write lock, nothing written, no file created."""
+        charge = Charged(cost.epsilon, cost.delta, None if releases is None else tuple(releases))
+        # The new releases' distributions first, outside the lock (pld: up to a second for a new one).
+        warm = self._accountant(self.accountant)
+        warm.compose(warm.empty(), [charge])
+
+        def read(db, total: Cost, accountant: Accountant, mine: str, args: list) -> tuple[Budget, bool]:
+            state = accountant.empty() if db is None else self._spent(db, accountant, analyst)
+            revoked = db is not None and analyst is not None and self._state(db, analyst)[1]
+            fits = not revoked and accountant.fits(accountant.compose(state, [charge]), total)
+            return self._figures(db, total, accountant, analyst, (), self._count(db, mine, args)), fits
+        return self._snapshot(analyst, read)
+
+    @staticmethod
+    def _count(db, mine: str, args: list) -> int:
+        return 0 if db is None else db.execute(f"SELECT COUNT(*) FROM charges {mine}", args).fetchone()[0]
+
+    def _snapshot(self, analyst: str | None, read: Callable[..., T]) -> T:
         """``read(db, total, accountant, where, args)`` in one read transaction: the ledger's total and
-        all charges (None), or the analyst's total and their charges only; the accountant in force."""
+        all charges (None), or the analyst's total and their charges only; the accountant in force.
+        Without a file, ``read`` gets db None (nothing spent yet) and the policy's total."""
         with self._lock, self._store.errors("read"):
             db = self._store.existing()
             if db is None:
                 if analyst is not None:
                     raise _no_analyst(analyst)
                 total, name = self._store.in_force(None)
-                return self._figures(None, total, self._accountant(name), None, ())
+                return read(None, total, self._accountant(name), "", [])
             db.execute("BEGIN")
             try:
                 total, name = self._store.in_force(db)

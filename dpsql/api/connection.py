@@ -16,11 +16,11 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from dpsql.mechanisms.base import NoiseBuffer, noise
+from dpsql.mechanisms.base import PURE_NOISE, NoiseBuffer, noise
 from dpsql.mechanisms.quantile_rules import answer
 from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
-from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, UnsupportedConstruct
+from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, NeedsBounds, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.fold import fold_constants
@@ -32,6 +32,8 @@ from dpsql.plan.build import build_plan
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
+from dpsql.frontend.local import local_query
+from dpsql.plan.local import LocalPlan, local_plan
 from dpsql.frontend import size
 from dpsql.limits import Deadline, WorkLimits, check_seconds
 from dpsql.policy.loading import load_policy
@@ -41,9 +43,10 @@ from dpsql.lower.rewrite import rewrite
 from dpsql.engines import versions
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.frontend.validate import validate
-from dpsql.api import replay
+from dpsql.api import auto_bounds, replay
 from dpsql.api.replay import plan_signature
 from dpsql.api.result import Result
+from dpsql.api.budget_note import budget_note
 from dpsql.api.plan_cache import Entry, PlanCache, key as plan_key
 
 def _choose(name: str, caller, query, default):
@@ -72,6 +75,11 @@ class PrivateConnection:
         self._lock = threading.Lock()
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         self._plans = PlanCache()
+        # ``bounds: auto`` columns: chosen once per connection (and paid once per data version: the
+        # histogram query replays), kept here and put in place of the declared policy's missing bounds.
+        self._declared_policy = policy
+        self._auto_columns = [(t.name, c.name) for t in policy.tables.values() for c in t.columns.values() if c.auto]
+        self._auto_bounds: dict[tuple[str, str], tuple[float, float]] = {}
         engine.register_noise(self._noise_function, self._noise_udf)
         engine.register_choice(choice_function(self._noise_function), self._choice_udf)
         # pyarrow loads its compute functions on first use (0.7 s): load them now, not in the first
@@ -97,7 +105,7 @@ class PrivateConnection:
             return pa.array([answer(self._source, c, n, a) for c, n, a in rows], type=pa.int64())
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-             ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> Plan | PublicPlan:
+             ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
         """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
         return self._planned(sql, epsilon, delta, ci, nonnegative, None, self._seconds(None), mechanism).plan
 
@@ -109,13 +117,40 @@ class PrivateConnection:
             sql, epsilon, delta, ci=ci, nonnegative=nonnegative, reader=analyst, deadline=deadline,
             mechanism=mechanism))
 
+    def _planned_with_bounds(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None,
+                             deadline: float | None, mechanism: str | None) -> Entry:
+        """``_planned``, after choosing the automatic bounds it needs (api/auto_bounds.py): each one
+        is a DP query of its own, charged to this caller, then the query is planned again."""
+        for _ in range(len(self._auto_columns) + 1):
+            try:
+                return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, deadline, mechanism)
+            except NeedsBounds as need:
+                for table, column in need.columns:
+                    self._choose_bounds(table, column, analyst, deadline)
+        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, deadline, mechanism)
+
+    def _choose_bounds(self, table: str, column: str, analyst: str | None, deadline: float | None) -> None:
+        """One auto column's bounds: its histogram asked as any DP query (charged, or replayed for
+        free once paid for this data version), the bounds chosen from it (post-processing)."""
+        if (table, column) in self._auto_bounds:
+            return
+
+        def ask(text: str, epsilon: float) -> tuple[dict[int, float], tuple[float, float]]:
+            result = self.sql(text, epsilon=epsilon, delta=0.0, mechanism=PURE_NOISE.option, analyst=analyst,
+                              deadline=deadline, nonnegative=False)
+            counts = {int(b): float(n) for b, n in result.fetchall() if b is not None and n is not None}
+            return counts, auto_bounds.thresholds(result.plan)
+        declared = self._declared_policy.tables[table].columns[column]
+        self._auto_bounds[(table, column)] = auto_bounds.chosen(self.policy, table, declared, ask)
+        self.policy = auto_bounds.with_bounds(self._declared_policy, self._auto_bounds)
+
     def _seconds(self, seconds: float | None) -> float | None:
         """A call's deadline: its own seconds (checked, DP401), else the connection's (``limits.deadline``)."""
         return check_seconds(seconds) if seconds is not None else self.limits.deadline
 
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
                  nonnegative: bool = True, noise_function: str | None = None, reader: str | None = None,
-                 deadline: float | None = None, mechanism: str | None = None, **lowering) -> Plan | PublicPlan:
+                 deadline: float | None = None, mechanism: str | None = None, **lowering) -> Plan | PublicPlan | LocalPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
         over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
         Its input is bounded first (frontend/size.py): planning is linear in it, so it is not
@@ -126,6 +161,9 @@ class PrivateConnection:
             size.check_shape(parsed, sql, self.limits)
             if public_only(parsed, self.policy):
                 return public_plan(parsed, sql, self.policy)
+            local = local_query(parsed, self.policy)
+            if local is not None:   # a count of a randomized column's reports (frontend/local.py): no central noise
+                return local_plan(local, sql, self.policy, ci, nonnegative)
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = fold_constants(statement, sql)
@@ -162,14 +200,20 @@ class PrivateConnection:
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
-                analyst: str | None = None, mechanism: str | None = None) -> Plan | PublicPlan:
-        """The Plan the query would run, with the rewritten SQL; spends nothing. ``deadline``: seconds
-        for the engine's read planning may need (a joined public table's keys), DP425 past them.
+                analyst: str | None = None, mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
+        """The Plan the query would run, with the rewritten SQL and the budget remaining before it (the
+        ``analyst``'s own, else the total: in the accountant's terms and as (epsilon, delta), and whether
+        the query would fit; api/budget_note.py); spends nothing and writes nothing. ``deadline``:
+        seconds for the engine's read planning may need (a joined public table's keys), DP425 past them.
 
         Example:
             >>> print(db.explain("SELECT sex, COUNT(*) FROM people GROUP BY sex"))  # doctest: +SKIP
         """
-        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline), mechanism).plan
+        plan = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline), mechanism).plan
+        if isinstance(plan, (PublicPlan, LocalPlan)):   # spends nothing: no budget to show
+            return plan
+        # The remaining budget (the analyst's own, or the total) and whether this would fit: read only.
+        return dataclasses.replace(plan, budget_note=budget_note(self._ledger, plan, analyst))
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
@@ -206,11 +250,11 @@ class PrivateConnection:
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
         seconds = self._seconds(deadline)
-        planned = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism)
+        planned = self._planned_with_bounds(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism)
         # Bind, charge and run in one turn of the engine (shared fairly between analysts): once a
         # query is charged it runs at once, never waits behind another analyst's.
         with self._engine.turn(analyst, seconds) as clock:
-            if isinstance(planned.plan, PublicPlan):
+            if isinstance(planned.plan, (PublicPlan, LocalPlan)):
                 return self._exact(planned.plan, analyst, clock)
             return self._private(sql, planned, fresh, analyst, clock)
 
@@ -254,11 +298,15 @@ class PrivateConnection:
         self._ledger.release(ticket, table)
         return Result(table, plan)
 
-    def _exact(self, plan: PublicPlan, analyst: str | None, clock: Deadline) -> Result:
-        """A query over public tables only: no person's data, so answered exactly and charged nothing.
-        Recorded in the history at epsilon 0, without its answer (nothing to replay: running it again
-        gives the same rows). Public data: an engine error's message is safe to show, and so are its
-        stops (the deadline, more rows than ``limits.max_rows``)."""
+    def _exact(self, plan: PublicPlan | LocalPlan, analyst: str | None, clock: Deadline) -> Result:
+        """A query over public tables only: no person's data, so answered exactly and charged nothing; or
+        a local-model count (plan/local.py): the randomized reports counted, then debiased, which costs
+        no central budget. Recorded in the history at epsilon 0, without its answer (nothing to replay:
+        running it again gives the same rows). Public data: an engine error's message is safe to show,
+        and so are its stops (the deadline, more rows than ``limits.max_rows``); a local-model table's
+        is not, and the counting query cannot fail on any row (plan/local.py), so it never shows one."""
+        public = isinstance(plan, PublicPlan)
+        spent = "public tables only: nothing was spent" if public else "local model: nothing was spent"
         bound = self._engine.bind(plan.rewritten_sql)
         ticket = self._ledger.reserve(ZERO, sql=replay.normalise_sql(plan.sql)[0], plan=plan.summary,
                                       data_version=self._data_version, analyst=analyst, releases=())
@@ -266,18 +314,17 @@ class PrivateConnection:
             table = self._engine.run(bound, clock, max_rows=self.limits.max_rows)
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError) as e:
             self._ledger.fail(ticket)
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ExecutionError("DP900", f"the query failed while running: {first}",
-                                 hint="public tables only: nothing was spent") from None
+            first = (str(e).splitlines()[0] if str(e) else type(e).__name__) if public else "no detail (private data)"
+            raise ExecutionError("DP900", f"the query failed while running: {first}", hint=spent) from None
         except DeadlineExceeded as stopped:
             self._ledger.fail(ticket)
-            raise DeadlineExceeded("DP425", stopped.message, hint="public tables only: nothing was spent; ask for "
+            raise DeadlineExceeded("DP425", stopped.message, hint=f"{spent}; ask for "
                                    "less (fewer rows, fewer joined tables) or retry later") from None
         except BaseException:
             self._ledger.fail(ticket)
             raise
         self._ledger.release(ticket, None)
-        return Result(table, plan)
+        return Result(table if isinstance(plan, PublicPlan) else plan.answer(table), plan)
 
     def close(self) -> None:
         """Close the engine's connection (dpsql owns it once connected)."""
@@ -329,7 +376,7 @@ class AnalystView:
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
-                mechanism: str | None = None) -> Plan | PublicPlan:
+                mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
         return self._db.explain(sql, epsilon, delta, ci=ci, nonnegative=nonnegative, deadline=deadline,
                                 analyst=self.name, mechanism=mechanism)
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dpsql.plan.model import Plan
+from dpsql.plan.local import LocalPlan
 from dpsql.plan.public import PublicPlan
 
 NOISY = "~"
@@ -85,7 +86,7 @@ def is_number_or_null(value: Any) -> bool:
 class Released:
     """What display reads of a Result (api/result.py): its rows, its plan, and what the footer says."""
     table: pa.Table
-    plan: Plan | PublicPlan
+    plan: Plan | PublicPlan | LocalPlan
     replayed: bool = False
     warnings: tuple[str, ...] | list[str] = ()
 
@@ -151,6 +152,9 @@ def footer(result: Released, shown_rows: int) -> list[str]:
         lines.append(f"[low, high]: {plan.confidence * 100:g}% confidence intervals")
     if isinstance(plan, PublicPlan):
         lines.append("exact: public tables only, no budget spent")
+    if isinstance(plan, LocalPlan):
+        lines.append(f"local model: debiased from reports randomized at epsilon {plan.respondent_epsilon:g} per "
+                     f"respondent, [low, high] {plan.confidence * 100:g}% intervals; no central budget spent")
     return lines + [f"warning: {w}" for w in result.warnings]
 
 

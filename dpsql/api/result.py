@@ -11,6 +11,7 @@ from dpsql.api import advice, display
 
 if TYPE_CHECKING:
     from dpsql.plan.model import Plan
+    from dpsql.plan.local import LocalPlan
     from dpsql.plan.public import PublicPlan
 
 
@@ -27,7 +28,7 @@ class Result:
         >>> res.show(); res.pl(); res.write_parquet("counts.parquet")  # doctest: +SKIP
     """
 
-    def __init__(self, table: pa.Table, plan: Plan | PublicPlan, replayed: bool = False):
+    def __init__(self, table: pa.Table, plan: Plan | PublicPlan | LocalPlan, replayed: bool = False):
         self._table = table
         self.plan = plan
         self.replayed = replayed   # an identical query's earlier answer, returned at no cost

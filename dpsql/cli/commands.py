@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -23,11 +24,13 @@ from typing import Iterator
 import click
 
 import dpsql
-from dpsql.accounting.ledger import MEMORY, Ledger, default_ledger_path
+from dpsql.accounting.ledger import MEMORY, Ledger, LedgerError, default_ledger_path
+from dpsql.api.budget_note import BudgetNote, budget_note
 from dpsql.cli import analysts as analysts_cli
 from dpsql.cli import demo as demo_module
 from dpsql.cli import ledger as ledger_cli
 from dpsql.cli import policy_cmd
+from dpsql.cli.randomize import randomize
 from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
 from dpsql.cli import config
 from dpsql.cli.output import FORMATS, output_format, render, write
@@ -37,8 +40,12 @@ from dpsql.cli.reporting import EXIT_FAILED, reporting_errors
 from dpsql.api.advice import plan_warnings
 from dpsql.mechanisms.base import OPTIONS as MECHANISM_OPTIONS
 from dpsql.plan.model import Plan
+from dpsql.plan.local import LocalPlan
 from dpsql.plan.public import PublicPlan
 from dpsql.policy.loading import load_policy
+
+EXPLAIN_LEDGER_WAIT = 1.0   # seconds explain waits for a locked ledger before saying it could not read it
+
 
 class _Command(click.Command):
     """A click command whose usage errors exit 1, not click's 2 (2 means "refused by dpsql")."""
@@ -212,6 +219,8 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
                    "(--fresh draws anew and pays)", err=True)
     if isinstance(getattr(res, "plan", None), PublicPlan):
         click.echo("note: public tables only: answered exactly; no budget spent", err=True)
+    if isinstance(getattr(res, "plan", None), LocalPlan):
+        click.echo(f"note: {res.plan.summary}; no budget spent", err=True)
     for warning in getattr(res, "warnings", ()):
         click.echo(f"warning: {warning}", err=True)
     # Render fully before writing: a refusal leaves stdout, and -o's file, as they were.
@@ -222,8 +231,9 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
 @main.command()
 @connection_options
 @click.option("--ledger", "ledger", default=None, metavar="FILE",
-              help="Accepted for symmetry with query, and ignored: explain spends nothing, so it never "
-                   "opens, checks or creates a ledger.")
+              help="The budget ledger whose remaining budget explain shows (default as for query). Read "
+                   "only, as dpsql budget reads it: never created, charged or locked for writing; one "
+                   "that cannot be read (another policy's, locked, corrupt) does not stop the plan.")
 @click.option("-o", "--output", "output_path", default=None, metavar="FILE",
               type=click.Path(dir_okay=False, writable=True), help="Write the plan to FILE instead of stdout.")
 @mechanism_option
@@ -231,7 +241,9 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
     """Print the plan for SQL (noise, sensitivity, rewritten SQL); spends no budget.
 
     SQL is the query text, - to read it from stdin, or -f FILE; --db and --policy default as for
-    query. Needs no ledger: a missing, foreign or corrupt one does not stop a plan.
+    query. Shows the budget remaining in the ledger before this query (in the accountant's terms and
+    as epsilon, delta) and whether the query would fit; a missing ledger means nothing spent yet (it
+    is not created), and a foreign, locked or corrupt one does not stop the plan.
 
     \b
     Example:
@@ -240,19 +252,35 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
         dpsql explain -f report.sql -o report.plan.txt
     """
 
-    del ledger   # see its --help: a plan is never charged, so no ledger is read
     text = sql
     chosen = _mechanism(mechanism)
-    # An in-memory ledger: the one beside the database (maybe another policy's, or corrupt) is not
-    # opened, and no file is created.
+    # Planned over an in-memory ledger: the real one (maybe another policy's, or corrupt) cannot stop
+    # the plan; it is read afterwards, only for the remaining budget (the server's explain has its own).
     with spinner("planning the query"):   # reading files into memory at connect may take a while
         db = _connect(db_path, policy_path, ledger=MEMORY) if server is None else \
             remote_for(server, db_path=db_path, policy_path=policy_path)
         with reporting_errors(show_details=server is not None):   # a remote error holds no data
             plan = db.explain(text, epsilon=epsilon, delta=delta, **chosen)
+        if isinstance(plan, Plan):
+            path = ledger if ledger is not None else default_ledger_path(db_path)
+            plan = dataclasses.replace(plan, budget_note=_ledger_note(path, policy_path, plan))
     for warning in plan_warnings(plan) if isinstance(plan, Plan) else ():
         click.echo(f"warning: {warning}", err=True)
     write(f"{plan}\n".encode(), output_path)
+
+
+def _ledger_note(path: str, policy_path: str, plan: Plan) -> BudgetNote:
+    """The ledger's remaining budget for ``plan``, read as ``dpsql budget`` reads it (``record=False``:
+    a changed policy is only checked; a missing file is not created: nothing spent yet). One that
+    cannot be read says so instead; a lock is waited for a second at most."""
+    try:
+        book = Ledger(path, load_policy(policy_path), record=False, timeout=EXPLAIN_LEDGER_WAIT)
+    except LedgerError as err:
+        return BudgetNote.unreadable(err)
+    try:
+        return budget_note(book, plan, None)
+    finally:
+        book.close()
 
 
 @main.command()
@@ -336,6 +364,7 @@ main.add_command(analysts_cli.analyst)
 main.add_command(ledger_cli.ledger)
 
 main.add_command(policy_cmd.policy)
+main.add_command(randomize)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -32,7 +32,7 @@ from dpsql.mechanisms.releases import APPROX, Release, Sensitivity
 
 __all__ = ["Mechanism", "MECHANISMS", "PRIVACY_MAPS", "mechanism", "named", "choose", "NoiseBuffer",
            "PURE", "ZCDP", "APPROXIMATE", "PLD_DISCRETIZATION", "DISCRETE_LAPLACE", "DISCRETE_GAUSSIAN",
-           "EXPONENTIAL", "measures", "releases_of"]
+           "EXPONENTIAL", "PURE_NOISE", "measures", "releases_of"]
 
 # dp-accounting's default discretization of privacy losses (its estimates are pessimistic).
 PLD_DISCRETIZATION = 1e-4
@@ -133,6 +133,9 @@ CODES = {m.code: m for m in MECHANISMS.values()}
 # Laplace's grows linearly: at a total (1, 1e-6) over 100 counts, dp-accounting's composition gives
 # a standard deviation of 42.3 (Gaussian, PLD) and 45.3 (Gaussian, zCDP) against 58.7 (Laplace, PLD)
 # and 141 (Laplace, basic); Laplace wins below about 10 queries (benchmarks/README.md).
+# The noise of a release that must be pure epsilon-DP whatever the policy's default (automatic bounds'
+# histogram: api/auto_bounds.py), so it needs no delta.
+PURE_NOISE: Mechanism = DISCRETE_LAPLACE
 BEST_FOR: dict[str, Mechanism] = {"basic": DISCRETE_LAPLACE, "zcdp": DISCRETE_GAUSSIAN, "pld": DISCRETE_GAUSSIAN}
 
 

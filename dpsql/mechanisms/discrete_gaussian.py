@@ -155,29 +155,31 @@ def _bracket(sigma: float, n: int) -> tuple[float, float]:
     return max(0.0, (middle - error) * (1 - MARGIN)), (middle + error) * (1 + MARGIN)
 
 
-def tail(sigma: float, n: int) -> tuple[float, float]:
+def tail(sigma: float, n: int, bracket: bool = False) -> tuple[float, float]:
     """Bounds on P(Y >= n) for Y ~ N_Z(0, sigma^2) (sigma > 0).
 
     Summed directly over the terms above e^-70 of f(n) (the rest bounded by its integral, below
-    sigma^2 f(Y) / Y), unless that is more than 2**22 terms: then the Euler-Maclaurin bracket, whose
-    relative width is then below 1e-9. Negative n by symmetry: P(Y >= n) = 1 - P(Y >= 1 - n).
+    sigma^2 f(Y) / Y), unless that is more than 2**22 terms or ``bracket`` asks: then the
+    Euler-Maclaurin bracket (valid at any sigma; its relative width is below n^2 / (4 sigma^4) +
+    1 / sigma^2, so below 2e-7 for |n| <= 13 sigma once sigma >= 2**14, where it is the fast way).
+    Negative n by symmetry: P(Y >= n) = 1 - P(Y >= 1 - n).
 
     >>> lo, hi = tail(1.0, 0); 0.69947 < lo <= hi < 0.69948    # 1/2 + P(0)/2
     True
     """
     z_lo, z_hi = normaliser(sigma)
     if n <= 0:
-        lo, hi = _unnormalised_tail(sigma, 1 - n, z_lo, z_hi)
+        lo, hi = _unnormalised_tail(sigma, 1 - n, bracket)
         return max(0.0, 1 - hi / z_lo), min(1.0, 1 - lo / z_hi)
-    lo, hi = _unnormalised_tail(sigma, n, z_lo, z_hi)
+    lo, hi = _unnormalised_tail(sigma, n, bracket)
     return lo / z_hi, min(1.0, hi / z_lo)
 
 
-def _unnormalised_tail(sigma: float, n: int, z_lo: float, z_hi: float) -> tuple[float, float]:
+def _unnormalised_tail(sigma: float, n: int, bracket: bool) -> tuple[float, float]:
     """Bounds on T(n) for n >= 1 (see ``tail``)."""
     s2 = sigma * sigma
     last = math.ceil(math.sqrt(n * n + 140 * s2))
-    if last - n > _DIRECT:
+    if bracket or last - n > _DIRECT:
         return _bracket(sigma, n)
     total = _sum(s2, n, last)
     rest = s2 / last * math.exp(-last * last / (2 * s2))
@@ -195,13 +197,14 @@ def pmf(sigma: float, x: np.ndarray) -> np.ndarray:
     return np.exp(-(x * x) / (2 * sigma * sigma)) / z
 
 
-def curve_delta(sigma: Fraction, sensitivity: int, epsilon: float) -> float:
+def curve_delta(sigma: Fraction, sensitivity: int, epsilon: float, bracket: bool = False) -> float:
     """An upper bound on the smallest delta at which adding N_Z(0, sigma^2) to an integer of
     sensitivity ``sensitivity`` is (epsilon, delta)-DP: CKS 2020, Theorem 7 (exact, tight),
     delta = P(Y >= b - Delta) - e^epsilon P(Y >= b), b = floor(epsilon sigma^2 / Delta + Delta / 2) + 1.
 
     The set where the likelihood ratio exceeds e^epsilon, {y >= b}, is found in exact rationals (a
-    wrong edge would understate delta); the tails are bounded above and below (``tail``).
+    wrong edge would understate delta); the tails are bounded above and below (``tail``, which
+    ``bracket`` tells to bound them by Euler-Maclaurin: fast, and as tight for large sigmas).
 
     >>> 0 < curve_delta(Fraction(4), 1, 1.0) < 1e-2
     True
@@ -212,8 +215,8 @@ def curve_delta(sigma: Fraction, sensitivity: int, epsilon: float) -> float:
         return 1.0
     b = math.floor(Fraction(epsilon) * Fraction(sigma) ** 2 / sensitivity + Fraction(sensitivity, 2)) + 1
     s = float(sigma)
-    high = tail(s, b - sensitivity)[1]
-    low = tail(s, b)[0]
+    high = tail(s, b - sensitivity, bracket)[1]
+    low = tail(s, b, bracket)[0]
     return max(0.0, high - math.exp(epsilon) * (1 - MARGIN) * low)
 
 

@@ -222,7 +222,7 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     ``mechanism``: the caller's choice (an option name in mechanisms/base.py ``OPTIONS``)."""
     epsilon, delta = check_budget_parameters(epsilon, delta)
     chosen = _mechanism(scope, mechanism, delta)
-    _check_release_options(confidence, nonnegative)
+    check_release_options(confidence, nonnegative)
     table = scope.table
     specs = group_keys(select, scope)
     keys = [_pruned(GroupKey(k.expression, tuple(_key_column(c, k) for c in k.columns), k.branches), select)
@@ -293,7 +293,7 @@ def _refuse_private(scope: Scope, spec, column: KeyColumn):
                             "partition selection")
 
 
-def _check_release_options(confidence, nonnegative) -> None:
+def check_release_options(confidence, nonnegative) -> None:
     """ci in (0, 1) or None; nonnegative a bool (DP401)."""
     if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))
                                    or not 0 < confidence < 1):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Protocol
 
 import sqlglot
 from sqlglot import exp
@@ -19,6 +20,12 @@ from dpsql.mechanisms.releases import Release
 from dpsql.plan.explain import key_description, measurement_lines, output_line
 from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
 from dpsql.policy.model import TablePolicy
+
+
+class BudgetNote(Protocol):
+    """What a ledger says of a plan's cost before it runs (api/budget_note.py): explain's lines."""
+
+    def lines(self) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,7 @@ class Plan:
     confidence: float | None = None        # add <output>_ci_low/_ci_high at this level (post-processing)
     nonnegative: bool = True               # counts (and sums of non-negative values) clamped at 0
     rewritten_sql: str = field(default="", compare=False)
+    budget_note: BudgetNote | None = field(default=None, compare=False)   # explain's: the remaining budget
 
     @property
     def partitions(self) -> int | None:
@@ -105,6 +113,10 @@ def _explain(plan: Plan) -> str:
              f"C = {plan.max_rows} row(s) per unit per partition"]
     if t.about:
         lines.append(f"rows: {t.about}")
+    automatic = [c for c in t.columns.values() if c.auto and c.bounded]
+    if automatic:
+        lines.append("automatic bounds (bounds: auto; chosen by a DP histogram, paid once per data version): "
+                     + ", ".join(f"{c.name} [{c.lower:g}, {c.upper:g}]" for c in automatic))
     if plan.group_keys:
         keys = ", ".join(key_description(k) for k in plan.group_keys)
         if plan.selection is None:
@@ -116,6 +128,7 @@ def _explain(plan: Plan) -> str:
                          f"tau = {s.threshold} (epsilon_sel: {s.loss}; delta {s.delta:g}: a group held by "
                          f"one unit appears with probability <= delta / L)")
     lines.append(f"budget: epsilon {plan.epsilon:.6g}, delta {plan.delta:g}")
+    lines += plan.budget_note.lines() if plan.budget_note is not None else []
     lines.append("measurements:")
     for m in plan.measurements:
         lines += measurement_lines(m)

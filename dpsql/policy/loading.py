@@ -20,9 +20,10 @@ import yaml
 
 from dpsql.errors import PolicyError
 from dpsql.mechanisms.base import OPTIONS
+from dpsql.mechanisms.randomized_response import MAX_CATEGORIES
 from dpsql.policy.bounds import MAX_BOUND, MAX_KEY_RANGE
 from dpsql.policy.links import Declared, parse_link, resolve_links
-from dpsql.policy.model import ACCOUNTANTS, BASIC, ROW, ColumnPolicy, Link, Policy, TablePolicy, invalid as _fail
+from dpsql.policy.model import ACCOUNTANTS, BASIC, ROW, AutoBounds, ColumnPolicy, Link, Policy, TablePolicy, invalid as _fail
 from dpsql.policy.sources import parse_source, rebase_sources
 from dpsql.sql.literals import parse_date, parse_timestamp
 
@@ -53,7 +54,8 @@ def _mapping(value: Any, path: str, allowed: set[str]) -> Mapping:
 
 def _column(name: str, spec: Any, path: str) -> ColumnPolicy:
     spec = {} if spec is None else spec
-    spec = _mapping(spec, path, {"identifier", "type", "lower", "upper", "keys"})
+    spec = _mapping(spec, path, {"identifier", "type", "lower", "upper", "keys", "bounds", "randomized"})
+    auto = _auto(spec, path)
     identifier = spec.get("identifier", False)
     if not isinstance(identifier, bool):
         raise _fail(f"{path}.identifier", "must be true or false")
@@ -73,22 +75,58 @@ def _column(name: str, spec: Any, path: str) -> ColumnPolicy:
             raise _fail(f"{path}.lower", f"must be <= upper ({lower:g} > {upper:g})")
         if max(abs(lower), abs(upper)) > MAX_BOUND:
             raise _fail(path, f"bounds must lie within +-2**50 ({MAX_BOUND:g})")
-    keys = spec.get("keys")
-    if isinstance(keys, Mapping):
-        keys = _key_range(keys, f"{path}.keys")
-    if keys is not None:
-        if not isinstance(keys, (list, tuple)) or not keys:
-            raise _fail(f"{path}.keys", "must be a non-empty list")
-        for i, key in enumerate(keys):
-            if key is None or isinstance(key, (dict, list)) or (isinstance(key, float) and not math.isfinite(key)):
-                raise _fail(f"{path}.keys[{i}]", "must be a non-null scalar")
-        if len(set(keys)) != len(keys):
-            raise _fail(f"{path}.keys", "must not repeat a key")
-        keys = tuple(keys)
-    if identifier and (keys is not None or lower is not None or dates is not None):
-        raise _fail(path, "an identifier column cannot have keys or bounds")
+    keys = _keys(spec.get("keys"), f"{path}.keys")
+    randomized, keys = _randomized(spec.get("randomized"), keys, f"{path}.randomized")
+    if identifier and (keys is not None or lower is not None or dates is not None or auto):
+        raise _fail(path, "an identifier column cannot have keys, bounds or randomized values")
     return ColumnPolicy(name=name, identifier=identifier, type=ctype, lower=lower, upper=upper, keys=keys,
-                        dates=dates)
+                        dates=dates, randomized=randomized, auto=("", name) if auto else None)
+
+
+def _auto(spec: Mapping, path: str) -> bool:
+    """``bounds: auto``: the column's bounds are chosen by a DP query (api/auto_bounds.py), not declared."""
+    if "bounds" not in spec:
+        return False
+    if spec["bounds"] != "auto":
+        raise _fail(f"{path}.bounds", "must be auto (declare fixed bounds with lower and upper)")
+    if "lower" in spec or "upper" in spec:
+        raise _fail(path, "bounds: auto and lower/upper exclude each other")
+    return True
+
+
+def _keys(keys: Any, path: str) -> tuple | None:
+    """A key set: a non-empty list of distinct non-null scalars, or ``{range: [a, b], step: s}``."""
+    if isinstance(keys, Mapping):
+        keys = _key_range(keys, path)
+    if keys is None:
+        return None
+    if not isinstance(keys, (list, tuple)) or not keys:
+        raise _fail(path, "must be a non-empty list")
+    for i, key in enumerate(keys):
+        if key is None or isinstance(key, (dict, list)) or (isinstance(key, float) and not math.isfinite(key)):
+            raise _fail(f"{path}[{i}]", "must be a non-null scalar")
+    if len(set(keys)) != len(keys):
+        raise _fail(path, "must not repeat a key")
+    return tuple(keys)
+
+
+def _randomized(spec: Any, keys: tuple | None, path: str) -> tuple[float | None, tuple | None]:
+    """``randomized: {epsilon: 1, domain: [...]}``: the column's values were randomized at that epsilon per
+    respondent over that domain (api/randomize.py), which becomes its keys: (epsilon, keys)."""
+    if spec is None:
+        return None, keys
+    spec = _mapping(spec, path, {"epsilon", "domain"})
+    if "epsilon" not in spec:
+        raise _fail(f"{path}.epsilon", "is required: the epsilon each respondent's value was randomized at")
+    epsilon = _number(spec["epsilon"], f"{path}.epsilon", positive=True)
+    domain = _keys(spec.get("domain"), f"{path}.domain")
+    if domain is not None:
+        if keys is not None and set(domain) != set(keys):
+            raise _fail(f"{path}.domain", "differs from the column's keys (declare one of them)")
+        keys = domain
+    if keys is None or not 2 <= len(keys) <= MAX_CATEGORIES:
+        raise _fail(f"{path}.domain", f"must list the 2 to {MAX_CATEGORIES} categories the values were randomized over")
+    return epsilon, keys
 
 
 def _key_range(spec: Mapping, path: str) -> list[int]:
@@ -154,15 +192,16 @@ def _columns(spec: Any, path: str) -> tuple[dict[str, ColumnPolicy], dict[str, s
 
 def _public_table(name: str, spec: Mapping, path: str) -> TablePolicy:
     """A table that holds no person's data: no unit, no bounds L and C, no identifier columns."""
-    for key in ("privacy_unit", "max_groups_per_unit", "max_rows_per_unit"):
+    for key in ("privacy_unit", "max_groups_per_unit", "max_rows_per_unit", "local_model"):
         if key in spec:
             raise _fail(f"{path}.{key}", "a public table holds no person's data: it has no privacy unit and "
                                          "no contribution bounds (remove the entry, or `public: true`)")
     columns, paths = _columns(spec.get("columns"), f"{path}.columns")
     for cname, col in columns.items():
-        if col.identifier:
-            raise _fail(f"{paths[cname]}.identifier", "a public table holds no person's data: none of its "
-                                                      "columns identifies a person")
+        if col.identifier or col.randomized is not None:
+            entry = "identifier" if col.identifier else "randomized"
+            raise _fail(f"{paths[cname]}.{entry}", "a public table holds no person's data: none of its "
+                                                   "columns identifies a person or holds randomized answers")
     return TablePolicy(name=name, privacy_unit=ROW, columns=columns, public=True)
 
 
@@ -182,7 +221,7 @@ def _unit(name: str, spec: Mapping, path: str) -> tuple[str, Link | None]:
 
 def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
     spec = _mapping(spec, path, {"public", "privacy_unit", "max_groups_per_unit", "max_rows_per_unit", "columns",
-                                 "source"})
+                                 "source", "local_model"})
     public = spec.get("public", False)
     if not isinstance(public, bool):
         raise _fail(f"{path}.public", "must be true or false")
@@ -195,6 +234,7 @@ def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
     if unit == ROW and (L != 1 or C != 1):
         raise _fail(f"{path}.privacy_unit", "with `row`, max_groups_per_unit and max_rows_per_unit must be 1")
     columns, paths = _columns(spec.get("columns", {}), f"{path}.columns")
+    columns = {k: dataclasses.replace(c, auto=(name, c.name)) if c.auto else c for k, c in columns.items()}
     via = columns.get(unit)
     if link is not None and via is not None and (via.keys is not None or via.bounded or via.dates is not None):
         raise _fail(paths[unit], f"links {name} to its privacy unit ({path}.privacy_unit.via), so it identifies "
@@ -203,8 +243,24 @@ def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
         # The privacy unit (or the link towards it) always identifies a person, declared so or not.
         columns[unit] = ColumnPolicy(name=unit, identifier=True)
     table = TablePolicy(name=name, privacy_unit=unit, max_groups_per_unit=L, max_rows_per_unit=C, columns=columns,
-                        data_source=origin)
+                        data_source=origin, local_model=_local_model(spec.get("local_model", False), columns, paths,
+                                                                     path))
     return table, link
+
+
+def _local_model(local: Any, columns: Mapping[str, ColumnPolicy], paths: Mapping[str, str], path: str) -> bool:
+    """``local_model: true``: each row is one respondent's, the rows (who answered, how many) are public,
+    and the randomized columns hold their randomized answers; it needs one randomized column at least,
+    and a randomized column needs it (the local model's answers release the number of rows exactly)."""
+    if not isinstance(local, bool):
+        raise _fail(f"{path}.local_model", "must be true or false")
+    randomized = [name for name, c in columns.items() if c.randomized is not None]
+    if randomized and not local:
+        raise _fail(f"{paths[randomized[0]]}.randomized", "needs `local_model: true` on its table: answers over "
+                    "randomized columns release the number of rows, so the owner declares the rows public")
+    if local and not randomized:
+        raise _fail(f"{path}.local_model", "needs a randomized column (randomized: {epsilon: ..., domain: [...]})")
+    return local
 
 
 def _tables(raw: Any) -> dict[str, TablePolicy]:
@@ -249,7 +305,8 @@ def load_policy(source: str | Path | Mapping) -> Policy:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise PolicyError("DP501", f"policy file {source} is not valid YAML: {e}") from None
-    raw = _mapping(raw, "", {"version", "budget", "default_epsilon", "default_delta", "mechanism", "tables"})
+    raw = _mapping(raw, "", {"version", "budget", "default_epsilon", "default_delta", "mechanism", "tables",
+                             "auto_bounds"})
     version = raw.get("version", 1)
     if version != 1:
         raise _fail("version", "must be 1")
@@ -270,7 +327,18 @@ def load_policy(source: str | Path | Mapping) -> Policy:
         tables = rebase_sources(tables, Path(source).parent)   # sources beside the policy file
     return Policy(budget_epsilon=total_eps, budget_delta=total_delta, default_epsilon=default_eps,
                   default_delta=default_delta, tables=tables, version=version,
-                  default_mechanism=_mechanism(raw.get("mechanism")), accountant=accountant)
+                  default_mechanism=_mechanism(raw.get("mechanism")), accountant=accountant,
+                  auto_bounds=_auto_bounds(raw.get("auto_bounds"), default_eps, total_eps))
+
+
+def _auto_bounds(spec: Any, default_eps: float, total_eps: float) -> AutoBounds:
+    """``auto_bounds: {epsilon, for_epsilon}`` (module ``AutoBounds``), defaults filled in."""
+    spec = _mapping({} if spec is None else spec, "auto_bounds", {"epsilon", "for_epsilon"})
+    eps = _number(spec.get("epsilon", default_eps / 10), "auto_bounds.epsilon", positive=True)
+    if eps > total_eps:
+        raise _fail("auto_bounds.epsilon", f"must be at most the total budget ({total_eps:g})")
+    return AutoBounds(epsilon=eps, for_epsilon=_number(spec.get("for_epsilon", default_eps),
+                                                       "auto_bounds.for_epsilon", positive=True))
 
 
 def _mechanism(value: Any) -> str | None:

@@ -65,7 +65,8 @@ class ColumnPolicy:
     clamping bounds, required to SUM or AVG the column; identifiers may not be referenced at all.
     ``dates`` are the ``lower``/``upper`` of a DATE or TIMESTAMP column (dates, or datetimes): they
     make nothing summable, they bound the public keys derived from the column (``YEAR(d)``,
-    ``date_trunc('month', d)``: frontend/derived.py).
+    ``date_trunc('month', d)``: frontend/derived.py). ``randomized`` is the epsilon at which each row's
+    value was randomized (``dpsql randomize``) over the domain ``keys``: its table is a local-model table.
     """
     name: str
     identifier: bool = False
@@ -77,6 +78,8 @@ class ColumnPolicy:
     key_table: str | None = None  # set at connect for a large key set: the TEMP table holding it
     public_source: tuple[str, str] | None = None  # a joined public table's column: its values are its keys
     dates: tuple[datetime.date, datetime.date] | None = None   # date bounds (lower, upper), inclusive
+    auto: tuple[str, str] | None = None   # ``bounds: auto``: (table, column) whose bounds a DP query chooses
+    randomized: float | None = None   # randomized response's epsilon per respondent; its domain is ``keys``
 
     @property
     def bounded(self) -> bool:
@@ -107,6 +110,7 @@ class TablePolicy:
     data_source: Source | None = None  # `source:` the files dpsql reads into this table (policy/sources.py)
     one_row_per_unit: bool = False    # a per-person table: one row per unit (frontend/per_person.py)
     lookups: tuple = ()               # a derived table: its public tables' lookups, checked unique (frontend/lookups.py)
+    local_model: bool = False         # one row per respondent, the rows public, randomized columns (frontend/local.py)
 
     @property
     def row_level(self) -> bool:
@@ -160,6 +164,15 @@ ACCOUNTANTS = (BASIC, "zcdp", "pld")
 
 
 @dataclass(frozen=True)
+class AutoBounds:
+    """``auto_bounds: {epsilon, for_epsilon}``: each ``bounds: auto`` column's bounds cost ``epsilon``
+    once per data version (a DP histogram, api/auto_bounds.py), and are chosen to suit a SUM answered
+    at ``for_epsilon``. Defaults: a tenth of the default epsilon, and the default epsilon."""
+    epsilon: float
+    for_epsilon: float
+
+
+@dataclass(frozen=True)
 class Policy:
     """The whole policy: total budget and its accountant, default per-query epsilon/delta, the tables."""
     budget_epsilon: float
@@ -170,6 +183,7 @@ class Policy:
     version: int = 1
     default_mechanism: str | None = None   # a query's mechanism when it names none (mechanisms/base.py OPTIONS)
     accountant: str = BASIC
+    auto_bounds: "AutoBounds | None" = None   # how ``bounds: auto`` columns get theirs (api/auto_bounds.py)
 
     @property
     def links(self) -> tuple[Link, ...]:

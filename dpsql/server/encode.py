@@ -21,6 +21,7 @@ from dpsql.api.display import to_json_value
 from dpsql.errors import DpsqlError
 from dpsql.plan.aggregates import released_directly
 from dpsql.plan.model import Plan
+from dpsql.plan.public import PublicPlan
 from dpsql.plan.text import CONFIDENCE
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -35,10 +36,14 @@ def dumps(doc: Any) -> bytes:
 
 
 def plan_doc(plan) -> dict:
-    """PLAN: epsilon, delta, the explain text, outputs with their expected error, the rewritten SQL."""
+    """PLAN: epsilon, delta, the explain text, outputs with their expected error, the rewritten SQL; an
+    explained plan's ``budget_before``: the analyst's own budget before it and whether it would fit
+    (api/budget_note.py), or that it could not be read (a code and a reason, no path)."""
     doc = {"epsilon": float(plan.epsilon), "delta": float(plan.delta), "text": str(plan),
-           "public_only": not isinstance(plan, Plan), "outputs": [],
+           "public_only": isinstance(plan, PublicPlan), "outputs": [],
            "rewritten_sql": plan.rewritten_sql}
+    if getattr(plan, "budget_note", None) is not None:
+        doc["budget_before"] = plan.budget_note.as_dict()
     if isinstance(plan, Plan):
         for o in plan.visible_outputs:
             single = released_directly(o)   # one measurement as released: its error bar is the output's

@@ -395,3 +395,31 @@ def test_a_move_to_a_looser_accountant_finds_the_history_past_the_total_and_char
     shown = CliRunner().invoke(cli.main, ["ledger", "history", "--ledger", path]).stdout.splitlines()
     assert shown[0].split()[:7] == ["#", "time", "kind", "epsilon", "delta", "accountant", "changes"]
     assert [line.split()[5:7] for line in shown[2:4]] == [["pld", "(created)"], ["basic", "budget.accountant"]]
+
+
+@pytest.mark.parametrize("name, largest", [("zcdp", 0.5), ("pld", 0.7)])
+def test_preview_is_the_accountants_own_check_not_a_subtraction(tmp_path, name, largest):
+    """What explain asks (``Ledger.preview``): after 20 Gaussian counts at (0.2, 1e-8) the remaining
+    epsilon at the total's delta is 0.15 (zcdp) or 0.22 (pld), yet a query of epsilon 0.5 (0.7) fits,
+    because its rho (its curve) adds, not its epsilon; the charge agrees, and preview writes nothing."""
+    from dpsql.mechanisms.base import DISCRETE_GAUSSIAN
+    from dpsql.mechanisms.losses import Loss
+    one = Sensitivity(1, Fraction(1))
+
+    def count(epsilon):
+        return (Release(DISCRETE_GAUSSIAN.name, one, DISCRETE_GAUSSIAN.calibrate(one, Loss.approximate(epsilon, 1e-8))),)
+    path = tmp_path / "ledger.sqlite"
+    book = Ledger(path, policy(name))
+    assert book.preview(Cost.of(0.2, 1e-8), count(0.2)) == (book.totals(), True) and not path.exists()
+    for _ in range(20):
+        book.reserve(Cost.of(0.2, 1e-8), sql="q", plan="p", releases=count(0.2))
+    left = book.totals().remaining_epsilon
+    before = path.read_bytes()
+    answers = {e: book.preview(Cost.of(e, 1e-8), count(e)) for e in (largest, largest + 0.1)}
+    assert path.read_bytes() == before and book.totals().queries == 20
+    assert answers[largest][0] == book.totals() and left < largest - 0.25
+    assert answers[largest][1] is True and answers[largest + 0.1][1] is False
+    with pytest.raises(BudgetExceeded):
+        book.reserve(Cost.of(largest + 0.1, 1e-8), sql="q", plan="p", releases=count(largest + 0.1))
+    book.reserve(Cost.of(largest, 1e-8), sql="q", plan="p", releases=count(largest))
+    book.close()

@@ -57,6 +57,43 @@ def test_explain_spends_nothing(db):
     assert plan.measurements[0].epsilon == 0.3
 
 
+@pytest.mark.parametrize("accountant", ["basic", "zcdp", "pld"])
+def test_explain_shows_the_remaining_budget_and_the_accountants_own_fit(raw, policy, accountant):
+    """The owner's explain: the total's remaining budget as (epsilon, delta) and in the accountant's
+    terms, and whether the query would fit by the accountant's own check (what the charge then finds);
+    an analyst's explain: their own budget. The plan itself, and the cached one, are unchanged."""
+    policy["budget"] = {"epsilon": 1.0, "delta": 1e-6, "accountant": accountant}
+    db = dpsql.connect(raw, ledger=":memory:", policy=policy)
+    db.sql("SELECT COUNT(*) FROM people", epsilon=0.5)
+    left = db.budget.remaining_epsilon
+    fits = db.explain("SELECT COUNT(*) FROM people", epsilon=0.25)
+    text = str(fits)
+    assert f"remaining before this query: epsilon {left:.6g}" in text and "this query would fit: yes" in text
+    assert {"zcdp": "its own terms: rho ", "pld": "its own terms: delta at total epsilon ",
+            "basic": "(basic: the total less the sum spent)"}[accountant] in text, text
+    assert fits == db.plan("SELECT COUNT(*) FROM people", epsilon=0.25) and db.plan(
+        "SELECT COUNT(*) FROM people", epsilon=0.25).budget_note is None
+    assert "would fit: no: running it would be refused (DP402" in str(db.explain("SELECT COUNT(*) FROM people",
+                                                                                  epsilon=0.75))
+    with pytest.raises(BudgetExceeded):
+        db.sql("SELECT COUNT(*) FROM people", epsilon=0.75)
+    db.sql("SELECT COUNT(*) FROM people", epsilon=0.25)
+    testing.ledger(db).add_analyst("ann", 0.125)
+    own = str(db.analyst("ann").explain("SELECT COUNT(*) FROM people", epsilon=0.25))
+    assert "remaining before this query: your epsilon 0.125" in own and "would fit: no" in own, own
+
+
+def test_explain_says_when_the_ledger_cannot_be_read(db, monkeypatch):
+    from dpsql.accounting.ledger import LedgerError
+
+    def locked(*args, **kwargs):
+        raise LedgerError("DP405", "budget ledger /secret/path.sqlite is locked", path="/secret/path.sqlite")
+    monkeypatch.setattr(testing.ledger(db), "preview", locked)
+    text = str(db.explain("SELECT COUNT(*) FROM people"))
+    assert "remaining budget: could not be read now (DP405: the ledger is locked by another process)" in text
+    assert "rewritten SQL" in text and "/secret" not in text
+
+
 @pytest.mark.parametrize("epsilon, delta", [(0, 0), (-1, 0), (float("nan"), 0), (float("inf"), 0),
                                             (1, -0.1), (1, 1.0), ("1", 0), (True, 0)])
 def test_bad_epsilon_or_delta_is_refused(db, epsilon, delta):

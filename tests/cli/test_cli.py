@@ -6,6 +6,8 @@ import csv
 import decimal
 import io
 import json
+import sqlite3
+import time
 from pathlib import Path
 
 import duckdb
@@ -15,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 import dpsql
+from dpsql import testing
 from dpsql.accounting.ledger import Ledger
 from dpsql.cli import commands as cli
 from dpsql.policy import load_policy
@@ -104,18 +107,77 @@ def test_explain_needs_no_ledger_even_when_the_default_one_is_unusable(runner, f
         result = invoke(runner, "explain", COUNT_BY_SEX, *files, *extra)
         assert result.exit_code == 0, result.stderr
         assert "rewritten SQL" in result.stdout
+        code = "DP404: the ledger belongs to another policy" if kind == "foreign" else "DP406: the ledger is corrupt"
+        assert f"remaining budget: could not be read now ({code}" in result.stdout, result.stdout
+        assert str(ledger) not in result.stdout   # a reason, not the owner's path
     assert ledger.read_bytes() == before
 
 
 def test_explain_creates_no_ledger_file(runner, files, tmp_path):
+    """A missing ledger is nothing spent yet: the policy's whole total remains; no file is made."""
     before = sorted(p.name for p in tmp_path.iterdir())
     named = tmp_path / "budget.sqlite"
     for extra in ([], ["--ledger", str(named)]):
         result = invoke(runner, "explain", COUNT_BY_SEX, *files, *extra)
         assert result.exit_code == 0, result.stderr
+        assert "remaining before this query: epsilon 10, delta 1e-06 (basic" in result.stdout, result.stdout
+        assert "this query would fit: yes" in result.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert not _default_ledger(files).exists() and not named.exists()
     assert "--ledger" in invoke(runner, "explain", "--help").stdout
+
+
+@pytest.mark.parametrize("accountant, terms", [("basic", "(basic: the total less the sum spent)"),
+                                               ("zcdp", "(accountant zcdp, its own terms: rho "),
+                                               ("pld", "(accountant pld, its own terms: delta at total epsilon ")])
+def test_explain_shows_the_ledgers_remaining_budget_and_whether_the_query_fits(runner, files, accountant, terms):
+    """After 7 x 1 of a total of 10 spent: the remaining budget in the accountant's terms and as (epsilon,
+    delta), read from the ledger (unchanged by explain); an epsilon 2 query fits, a 5 one would not,
+    and running them agrees."""
+    policy_path = Path(files[3])
+    doc = yaml.safe_load(policy_path.read_text())
+    doc["budget"]["accountant"] = accountant
+    policy_path.write_text(yaml.safe_dump(doc))
+    for _ in range(7):
+        assert invoke(runner, "query", COUNT_BY_SEX, *files, "--epsilon", "1", "--fresh").exit_code == 0
+    ledger = _default_ledger(files)
+    before = ledger.read_bytes()
+    fits = invoke(runner, "explain", COUNT_BY_SEX, *files, "--epsilon", "2")
+    assert fits.exit_code == 0, fits.stderr
+    assert terms in fits.stdout and "this query would fit: yes" in fits.stdout, fits.stdout
+    remaining = float(fits.stdout.split("remaining before this query: epsilon ")[1].split()[0].rstrip(","))
+    book = Ledger(ledger)
+    assert remaining == pytest.approx(book.budget().remaining_epsilon, rel=1e-5)
+    assert remaining == pytest.approx(3, abs=1e-3)   # the sum, 7, is the smaller bound of 7 counts
+    book.close()
+    too_much = invoke(runner, "explain", COUNT_BY_SEX, *files, "--epsilon", "5")
+    assert "this query would fit: no: running it would be refused (DP402" in too_much.stdout, too_much.stdout
+    assert ledger.read_bytes() == before
+    run = invoke(runner, "query", COUNT_BY_SEX, *files, "--epsilon", "5")
+    assert run.exit_code == 2 and "DP402" in run.stderr   # the same check, when it runs
+    assert invoke(runner, "query", COUNT_BY_SEX, *files, "--epsilon", "2").exit_code == 0
+
+
+def test_explain_says_when_the_ledger_is_locked_and_still_prints_the_plan(runner, files):
+    """Another process holds the ledger exclusively (not even readable): explain waits a second, prints
+    the plan and says the budget could not be read."""
+    db = dpsql.connect(files[1], policy=files[3])
+    db.sql(COUNT_BY_SEX)
+    testing.ledger(db).close()
+    db.close()
+    holder = sqlite3.connect(_default_ledger(files), isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        start = time.monotonic()
+        result = invoke(runner, "explain", COUNT_BY_SEX, *files)
+        assert time.monotonic() - start < 5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.exit_code == 0, result.stderr
+    assert "rewritten SQL" in result.stdout
+    assert "remaining budget: could not be read now (DP405: the ledger is locked" in result.stdout, result.stdout
 
 
 # --- refusals: exit 2, the formatted error on stderr, nothing on stdout --------------------------
@@ -266,7 +328,7 @@ def test_explain_prints_str_of_plan(runner, files, fake):
     assert [c[0] for c in fake] == ["connect", "explain"]
 
 
-def test_explain_connects_with_an_in_memory_ledger_and_ignores_ledger(runner, files, fake, tmp_path):
+def test_explain_plans_over_an_in_memory_ledger(runner, files, fake, tmp_path):
     result = invoke(runner, "explain", "SELECT 1", *files, "--ledger", str(tmp_path / "l.sqlite"))
     assert result.exit_code == 0, result.stderr
     (_, _, _, kwargs), _ = fake

@@ -51,7 +51,9 @@ def test_explain_matches_the_in_process_plan_and_spends_nothing(served):
     remote = dpsql.remote(url, token)
     before = remote.budget.spent_epsilon
     plan = remote.explain("SELECT SUM(income) AS s FROM people WHERE age > 30", epsilon=0.25)
-    assert str(plan) == str(db.explain("SELECT SUM(income) AS s FROM people WHERE age > 30", epsilon=0.25))
+    mine = db.analyst(token=token)   # the analyst's explain: their own remaining budget in its text
+    assert str(plan) == str(mine.explain("SELECT SUM(income) AS s FROM people WHERE age > 30", epsilon=0.25))
+    assert f"remaining before this query: your epsilon {remote.budget.remaining_epsilon:.6g}" in str(plan)
     assert plan.outputs[0]["name"] == "s" and plan.outputs[0]["expected_error"] > 0
     assert remote.budget.spent_epsilon == before
 
@@ -208,7 +210,7 @@ def test_the_mechanism_reaches_the_server(served):
     remote = dpsql.remote(url, token)
     plan = remote.explain(COUNT, epsilon=0.5, delta=1e-7, mechanism="gaussian")
     assert "mechanism discrete Gaussian" in str(plan)
-    assert str(plan) == str(db.explain(COUNT, epsilon=0.5, delta=1e-7, mechanism="gaussian"))
+    assert str(plan) == str(db.analyst(token=token).explain(COUNT, epsilon=0.5, delta=1e-7, mechanism="gaussian"))
     for kwargs in ({"mechanism": "gaussian"}, {"mechanism": "cauchy", "delta": 1e-7}):
         with pytest.raises(dpsql.DpsqlError) as refused:
             remote.sql(COUNT, epsilon=0.5, **kwargs)

@@ -70,6 +70,15 @@ def test_the_composition_benchmark_finds_laplace_best_for_one_query():
     assert composition.first_gaussian_win(rows) is None
 
 
+def test_the_randomized_response_benchmark_compares_both_models_at_2k_rows():
+    bench = load("randomized_response")
+    results = bench.run(rows=2_000, runs=2, epsilons=(1.0,))
+    assert [(r["column"], r["k"]) for r in results] == [("sex", 2), ("state", 6)]
+    # At epsilon 1 the local model's error is tens of counts, the central one's about one.
+    assert all(r["local_rmse"] > 5 * r["central_rmse"] > 0 and r["local_sd"] > 10 for r in results)
+    assert "| local / central |" in bench.markdown(results)
+
+
 def test_the_quantiles_benchmark_runs_every_mechanism_at_2k_rows():
     quantiles = load("quantiles")
     results = quantiles.run(rows=2000, runs=1, epsilons=(1.0,), log=lambda line: None)

@@ -253,7 +253,7 @@ def test_a_token_revoked_mid_session_returns_to_the_login(served, page):
 
 def test_the_budget_under_a_composing_accountant_is_an_epsilon_at_delta_and_its_terms(tmp_path, page):
     # Under pld the sum of costs no longer decides whether a query fits: the meter shows the epsilon
-    # left at the total's delta and pld's own figure, and the cost line leaves the fit to the ledger.
+    # left at the total's delta and pld's own figure, and the cost line pld's own check (explain's).
     db, *_ = owner(tmp_path, {**POLICY, "budget": {**POLICY["budget"], "accountant": "pld"}})
     token = testing.ledger(db).add_analyst("carol", 1.0, 1e-6)
     with ThreadServer(db) as server:
@@ -264,6 +264,9 @@ def test_the_budget_under_a_composing_accountant_is_an_epsilon_at_delta_and_its_
         assert "ε 0.5 of 1 left at δ 0.000001 (pld accounting, delta at total epsilon 0)" in text, text
         assert meter(page) == pytest.approx(0.5)
         page.fill("#sql", GROUPED)
-        page.wait_for_selector("#cost:has-text('accounting decides when you run')")
+        page.wait_for_selector("#cost:has-text('at δ 0.000001 (pld accounting) left: it fits.')")
         assert "more than your budget" not in page.text_content("#cost")
+        page.fill("#epsilon", "0.75")
+        page.wait_for_selector("#cost.over")   # 0.5 + 0.75 composes past 1 under pld too
+        assert "Run would be refused (DP402)" in page.text_content("#cost")
     db.close()

@@ -95,6 +95,25 @@ def test_explain_spends_nothing_and_reports_the_cost(served):
     assert spent(db) == before
 
 
+def test_explain_shows_the_analysts_own_remaining_budget_and_whether_it_fits(served):
+    """bob (1 of the total's 1000): his own remaining budget in the plan's text and as data, and the
+    accountant's own check; never the total's (other analysts' business): checked when it runs."""
+    db, _, bob, url = served
+    left = db.analyst("bob").budget.remaining_epsilon
+    status, body = call(url, "POST", "/v1/explain", {"sql": COUNT, "epsilon": 0.5}, token=bob)
+    before = body["plan"]["budget_before"]
+    assert status == 200 and before["readable"] is True and before["own"] is True and before["fits"] is True
+    assert before["remaining"]["epsilon"] == pytest.approx(left) and before["total"]["epsilon"] == 1
+    text = body["plan"]["text"]
+    assert f"remaining before this query: your epsilon {left:.6g}, delta 0 (basic" in text, text
+    assert "this query would fit: yes (your own budget; the total shared by every analyst" in text
+    status, body = call(url, "POST", "/v1/explain", {"sql": COUNT, "epsilon": left + 0.5}, token=bob)
+    assert body["plan"]["budget_before"]["fits"] is False and "would fit: no" in body["plan"]["text"]
+    assert spent(db, "bob") == pytest.approx(1 - left)
+    refused = call(url, "POST", "/v1/query", {"sql": COUNT, "epsilon": left + 0.5, "fresh": True}, token=bob)
+    assert_refused(refused, 402, "DP402")
+
+
 def test_public_tables_are_answered_exactly_at_zero(served):
     db, alice, _, url = served
     before = spent(db)

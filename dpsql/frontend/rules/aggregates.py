@@ -4,6 +4,7 @@ GoogleSQL's DP options and contribution bounds."""
 from __future__ import annotations
 
 from sqlglot import exp
+from dpsql.errors import NeedsBounds
 from dpsql.frontend.options import aggregate_bounds, number, query_options
 from dpsql.sql.totality import family
 from dpsql.frontend.scope import (AGGREGATES, FORMS, QUANTILES, Argument, Scope, argument_bounds, is_unit_count,
@@ -104,6 +105,22 @@ def _more_arguments(agg: exp.Func) -> bool:
                if key not in ("this", "expression", "expressions"))
 
 
+def _needs_automatic_bounds(agg: exp.Func, scope: Scope) -> None:
+    """DP330 when the argument's unbounded columns are ``bounds: auto`` ones not chosen yet: the
+    connection chooses them and plans again (api/auto_bounds.py). Columns of other kinds fall through
+    to DP302."""
+    columns = [scope.table.columns.get(name_of(c)) for c in agg.this.find_all(exp.Column)]
+    waiting = tuple(dict.fromkeys(c.auto for c in columns if c is not None and c.auto and not c.bounded))
+    if waiting:
+        names = ", ".join(f"{t}.{c}" for t, c in waiting)
+        err = scope.refuse("DP330", f"{agg.sql_name()}: the automatic bounds of {names} are not chosen yet", agg,
+                           cls=NeedsBounds, rule="automatic_bounds",
+                           hint="a query that needs them chooses them first (a DP histogram, charged once per "
+                                "data version at the policy's auto_bounds epsilon); explain spends nothing")
+        err.columns = waiting
+        raise err
+
+
 def _argument_kind(agg: exp.Func, argument: Argument, scope: Scope) -> None:
     """One argument of the kind its form asks for (DP302), with finite bounds where it needs them;
     per-group bounds only where the form takes them (DP310)."""
@@ -119,6 +136,7 @@ def _argument_kind(agg: exp.Func, argument: Argument, scope: Scope) -> None:
         raise scope.refuse("DP302", f"{fname}: {what} is {'a ' + kind + ', ' if kind else ''}not {argument.what}", agg,
                            hint=argument.hint)
     if argument.bounded and not (bounds.per_row or bounds.per_group or argument_bounds(arg, scope.table)):
+        _needs_automatic_bounds(agg, scope)
         what = f"column {arg.name!r} has no bounds in the policy" if isinstance(arg, exp.Column) else \
             f"no finite bounds follow from the bounds of its columns for {arg.sql()}"
         raise scope.refuse("DP302", f"{fname}: {what}", agg,

@@ -184,18 +184,20 @@ function renderExplain(plan) {
   } else {
     cost.replaceChildren("Running this costs ", el("strong", { id: "cost-value" },
       "ε " + fmt(plan.epsilon) + ", δ " + fmt(plan.delta)), ".");
-    const left = state.budget && state.budget.remaining;
-    if (left && state.budget.at_delta) {
-      // A composing accountant (zcdp, pld) charges less than the sum: only the ledger can say whether it fits.
-      cost.append(" You have ε " + fmt(left.epsilon || 0) + " left at δ " + fmt(state.budget.total.delta)
-        + " (" + state.budget.accountant + " accounting decides when you run).");
-    } else if (left) {
-      cost.append(" You have ε " + fmt(left.epsilon) + " left.");
-      if (plan.epsilon > left.epsilon + 1e-12 || plan.delta > left.delta + 1e-15) {
+    // The server's own check, the accountant's (under zcdp and pld remaining budgets do not add).
+    const before = plan.budget_before;
+    if (before && before.readable) {
+      const at = before.at_delta ? " at δ " + fmt(before.total.delta) + " (" + before.accountant + " accounting)" : "";
+      cost.append(" You have ε " + fmt(before.remaining.epsilon || 0) + at + " left");
+      if (before.fits) {
+        cost.append(": it fits.");
+      } else {
         cost.classList.add("over");
-        cost.append(" That is more than your budget: Run would be refused (DP402) unless an identical "
+        cost.append(": that is more than your budget, so Run would be refused (DP402) unless an identical "
           + "query was answered before (replays are free).");
       }
+    } else if (before) {
+      cost.append(" Your budget could not be read now (" + before.problem + ").");
     }
   }
   const rows = (plan.outputs || []).map((o) => el("tr", {},
