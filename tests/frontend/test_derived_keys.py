@@ -83,7 +83,7 @@ def test_date_bounds_are_yaml_dates_or_iso_strings():
     ({"lower": "1992-13-01", "upper": "1998-12-31"}, "lower: must be a date (1992-01-01)"),
     ({"lower": "x", "upper": "y"}, "lower: must be a number, or a date (1992-01-01)"),
     ({"lower": "1992-01-01"}, "lower and upper must be given together"),
-    ({"lower": "1992-01-01", "upper": "1998-12-31", "identifier": True}, "cannot have keys or bounds"),
+    ({"lower": "1992-01-01", "upper": "1998-12-31", "identifier": True}, "cannot have keys, bounds"),
 ])
 def test_bad_date_bounds_are_refused_with_their_path(spec, message):
     with pytest.raises(dpsql.DpsqlError) as info:
