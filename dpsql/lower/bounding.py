@@ -88,7 +88,8 @@ def rows_cte(plan: Plan) -> exp.Select:
     for label, value in row_arguments(plan).items():
         projections.append(alias(value, raw_column(label)))
         passed.append(raw_column(label))
-    reading = Reading(declared=lambda column: declared(plan, column), condition=lambda node: condition(plan, node))
+    reading = Reading(declared=lambda column: declared(plan, column) if plan.table.columns[column].keys is not None
+                      else None, condition=lambda node: condition(plan, node))
     for m in plan.measurements:
         read = QUANTITIES[m.kind].read
         if read is not None:   # a value of its own, read from the row (not from a shared argument)

@@ -140,6 +140,12 @@ FINDINGS = [
     "SELECT tier, COUNT_IF(f64 / 0 > 1 AND NOT ok) AS n, COUNT_IF(CAST(f64 AS SMALLINT) < 0) AS m FROM people "
     "GROUP BY tier ORDER BY n DESC",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) txt, COUNT_IF(length(txt) > 3) AS n FROM visits GROUP BY txt",
+    # COUNT(DISTINCT col) of a column without keys (issue 23): the heavy person's NaN, -0.0, infinities,
+    # 100k-character strings and extreme dates counted as values, C of them per group
+    "SELECT clinic, COUNT(DISTINCT txt) AS t, COUNT(DISTINCT f64) AS f, COUNT(DISTINCT day) AS d FROM visits "
+    "GROUP BY clinic ORDER BY t DESC",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) txt, COUNT(DISTINCT ts) AS n, COUNT(DISTINCT i128) AS m "
+    "FROM people GROUP BY txt",
     # a per-person subquery's WHERE and arguments are guarded as a WHERE is (issue 28): the heavy
     # person's txt values ('', 100k characters, '1e400') fail these casts on one neighbour only
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) n, COUNT(*) AS people FROM (SELECT person_id, "

@@ -111,16 +111,25 @@ COUNT_IF_QUERIES = [
     "SELECT COUNT_IF(CAST(v AS INTEGER) % 2 = 0 OR v < -10) AS n, COUNT(*) FROM t",
     "SELECT v, COUNT_IF(isnan(v) OR v >= 1) FROM t GROUP BY v",   # private keys: partition selection's count too
 ]
+# COUNT(DISTINCT v) of a column without keys (issue 23): the values as they are (NaN, infinities,
+# -0.0 beside 0.0), C of a unit's distinct values in each of its L partitions: L*C as well.
+KEYLESS_DISTINCT = ["SELECT grp, COUNT(DISTINCT v) FROM t GROUP BY grp", "SELECT COUNT(DISTINCT v), COUNT(*) FROM t",
+                    "SELECT v, COUNT(DISTINCT v), COUNT(*) FROM t GROUP BY v"]
+L_C_COUNTS = [(sql, "count_if") for sql in COUNT_IF_QUERIES] + [(sql, "distinct") for sql in KEYLESS_DISTINCT]
 
 
-@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(ROW, max_size=40), extra=st.lists(st.tuples(st.sampled_from(KEYS + ["zz", None]), VALUES),
-       min_size=1, max_size=25), L=st.integers(1, 3), C=st.integers(1, 3), sql=st.sampled_from(COUNT_IF_QUERIES),
+       min_size=1, max_size=25), L=st.integers(1, 3), C=st.integers(1, 4), query=st.sampled_from(L_C_COUNTS),
        row_level=st.booleans())
-def test_count_if_moves_by_at_most_L_C(rows, extra, L, C, sql, row_level):
-    """COUNT_IF(cond) is charged L*C (row level: 1), and one unit moves it by no more, whatever its rows."""
+@example(rows=[(0, "a", 0.0)], extra=[("a", -0.0), ("a", float("nan")), ("a", 1.0), ("a", 2.0)], L=1, C=2,
+         query=(KEYLESS_DISTINCT[0], "distinct"), row_level=False)   # -0.0 is 0.0; C = 2 of the other three
+def test_counts_move_by_at_most_L_C(rows, extra, L, C, query, row_level):
+    """COUNT_IF(cond) and COUNT(DISTINCT v) without keys are charged L*C (row level: 1), and one unit
+    moves them by no more, whatever its rows."""
+    sql, kind = query
     plan = plan_for("row", 1, 1, -100.0, 100.0, sql) if row_level else plan_for("u", L, C, -100.0, 100.0, sql)
-    counted = [m for m in plan.measurements if m.kind == "count_if"]
+    counted = [m for m in plan.measurements if m.kind == kind]
     assert counted and all(m.sensitivity.l1 == plan.max_groups * plan.max_rows for m in counted)
     neighbour = rows + ([(99, *extra[0])] if row_level else [(99, grp, v) for grp, v in extra])
     check(plan, measure(rows, plan), measure(neighbour, plan))
@@ -204,3 +213,12 @@ def test_count_distinct_per_unit_compares_in_the_columns_collation():
     units = sorted(testing.duckdb_connection(db).sql(exact_sql(plan, "SELECT __unit, v_m0 FROM __m0_values")).fetchall())
     assert [(u, len(v)) for u, v in units] == [(1, 2), (2, 1), (3, 1)]
     assert testing.run(db, "SELECT COUNT(DISTINCT grp) FROM t", noise="identity").rows == [(2,)]
+
+
+def test_count_distinct_of_a_column_without_keys_is_tight():
+    """A unit with C + 2 new distinct values in every group moves the count by exactly L*C."""
+    plan = plan_for("u", 2, 3, 0.0, 10.0, "SELECT grp, COUNT(DISTINCT v) FROM t GROUP BY grp")
+    unit = [(99, k, float(i)) for k in KEYS for i in range(5)]
+    before, after = measure([], plan), measure(unit, plan)
+    m = plan.measurements[0]
+    assert sum(abs(after[k][m.name] - before[k][m.name]) for k in before) == m.sensitivity.l1 == 6

@@ -150,7 +150,9 @@ class Typed:
         if kind == 2:
             per_table = ["COUNT(DISTINCT person_id)", "COUNT(DISTINCT clinic)", "COUNT(person_id)"] if user else \
                 ["COUNT(DISTINCT sex)"]
-            return self.pick(["COUNT(DISTINCT tier)", "COUNT(DISTINCT grade)", "COUNT(DISTINCT flag)", *per_table])
+            keyless = [f"COUNT(DISTINCT {c})" for c in ("txt", "f64", "day", "i8", "ok")]   # no keys: L*C (issue 23)
+            return self.pick(["COUNT(DISTINCT tier)", "COUNT(DISTINCT grade)", "COUNT(DISTINCT flag)", *per_table,
+                              *keyless])
         fname = self.pick(["SUM", "SUM", "AVG", "AVG", "VAR_POP", "VAR_SAMP", "STDDEV_POP", "STDDEV_SAMP",
                            "MEDIAN", "QUANTILE_CONT"])
         q = f", {self.pick(['0', '0.1', '0.5', '0.9', '1'])}" if fname == "QUANTILE_CONT" else ""
