@@ -41,6 +41,7 @@ from dpsql.api.connection import PrivateConnection
 from dpsql.api.plan_cache import PlanCache
 from dpsql.engines import duckdb_schema
 from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.lower.names import choice_function
 from dpsql.mechanisms.randomness import RandomSource
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
@@ -68,14 +69,26 @@ def _zero(values: pa.Array, code: pa.Array, a: pa.Array, b: pa.Array, c: pa.Arra
     return pa.array(np.zeros(len(values), dtype=np.int64), type=pa.int64())
 
 
+def _exact_top(ids: np.ndarray, utilities: np.ndarray, k: int, a: int, b: int) -> np.ndarray:
+    """The top-k by exact utility, ties to the candidate numbered first (by key)."""
+    return ids[np.lexsort((ids, -utilities))[:k]]
+
+
+def _first(ids: np.ndarray, utilities: np.ndarray, k: int, a: int, b: int) -> np.ndarray:
+    """The k candidates numbered first (by key), whatever their utilities: zero noise's choice."""
+    return np.sort(ids)[:k]
+
+
 def _function(db: PrivateConnection, noise: str) -> str:
-    """The name of this connection's noiseless UDF of that kind, registered once."""
+    """The name of this connection's noiseless UDF of that kind (and its top-k choice: the exact top k
+    for identity, the first k by key for zero), registered once."""
     if noise not in NOISE:
         raise ValueError(f"noise must be one of {NOISE}, got {noise!r}")
     names = db.__dict__.setdefault("_testing_functions", {})
     if noise not in names:
         names[noise] = f"dpsql_{noise}_{secrets.token_hex(6)}"
         _engine(db).register_noise(names[noise], _identity if noise == "identity" else _zero)
+        _engine(db).register_choice(choice_function(names[noise]), _exact_top if noise == "identity" else _first)
     return names[noise]
 
 

@@ -93,8 +93,10 @@ def final_select(plan: Plan) -> exp.Select:
 
 
 def measurements_select(plan: Plan) -> exp.Select:
-    """Every candidate group's keys and scalar measurements, ordered by key (the test seam's stage)."""
+    """Every candidate group's keys and scalar measurements (and a top-k's utility, ``__u``), ordered
+    by key (the test seam's stage)."""
     names = key_names(plan)
     columns = [col(n) for n in names] + [col(m.name) for m in scalar_measurements(plan)]
+    columns += [col("__u")] if plan.top_k is not None else []
     query = exp.select(*(columns or [exp.Star()])).from_(table("__noisy"), copy=False)
     return query.order_by(*[exp.Ordered(this=col(n), nulls_first=False) for n in names]) if names else query

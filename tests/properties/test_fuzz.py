@@ -340,8 +340,11 @@ def check_query(target: FuzzTarget, sql: str, kwargs: dict | None = None) -> str
     if not isinstance(result, dpsql.Result):
         raise FuzzFailure(("property", "not a Result"), f"db.sql returned {type(result).__name__}; {where}")
     measurements = list(getattr(result.plan, "measurements", ()))
-    if not measurements:
+    top = getattr(result.plan, "top_k", None)   # a noisy top-k's choice (MODE) may be all it releases
+    if not measurements and top is None:
         raise FuzzFailure(("property", "no measurement"), f"answered without any measurement; {where}")
+    if top is not None and not (top.scale > 0 and top.loss.epsilon > 0):
+        raise FuzzFailure(("property", "top-k temperature"), f"top-k {top!r} chooses without noise; {where}")
     noisy = []
     for m in measurements:
         scale, sensitivity = getattr(m, "scale", None), getattr(m, "sensitivity", None)

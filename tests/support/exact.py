@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 import dpsql
+from dpsql.lower.names import choice_function
 from tests.support import sql_tree
 
 KEYS = ["a", "b", "c"]
@@ -46,14 +47,19 @@ def _with_final(tree: exp.Select, final: str) -> str:
 
 
 def noiseless(rows, plan) -> duckdb.DuckDBPyConnection:
-    """Table t holding ``rows``, with the plan's noise function registered as the identity."""
+    """Table t holding ``rows``, with the plan's noise function registered as the identity (and a
+    top-k's choice function as the first candidates by number: lower/top_k.py)."""
     con = duckdb.connect()
     con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
     if rows:
         con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
-    (name,) = sql_tree.qualified_calls(sql_tree.tree(plan), "system.main")
-    con.create_function(name, lambda x, code, a, b, c: x, [duckdb.sqltype("BIGINT")] * 5, duckdb.sqltype("BIGINT"),
-                        type="arrow", side_effects=True)
+    bigint, listed = duckdb.sqltype("BIGINT"), duckdb.list_type(duckdb.sqltype("BIGINT"))
+    for name in sql_tree.qualified_calls(sql_tree.tree(plan), "system.main"):
+        if name == choice_function(name.removesuffix("_top_k")):
+            con.create_function(name, lambda ids, u, k, a, b: sorted(ids)[:k], [listed, listed] + [bigint] * 3,
+                                listed, side_effects=True)
+        else:
+            con.create_function(name, lambda x, code, a, b, c: x, [bigint] * 5, bigint, type="arrow", side_effects=True)
     return con
 
 

@@ -188,6 +188,8 @@ class Typed:
             options.append(f"delta = {self.pick(['1e-6', '1e-3', '0.1'])}")
         if self.table == "visits" and self.with_bounds and self.chance(20):
             options.append(f"max_groups_contributed = {self.pick(['1', '2', '5'])}")
+        if self.chance(10):   # a noisy top-k where the query's ORDER BY ... LIMIT has its shape (DP308 else)
+            options.append("top_k = 'exponential'")
         dp = f"WITH DIFFERENTIAL_PRIVACY OPTIONS({', '.join(options)}) " if options else ""
         sql = f"SELECT {dp}{', '.join(outputs)} FROM {self.table}"
         if self.chance(60):
