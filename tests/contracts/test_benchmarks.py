@@ -68,3 +68,12 @@ def test_the_composition_benchmark_finds_laplace_best_for_one_query():
     assert rows[0]["a"] == pytest.approx(math.sqrt(2 * math.exp(-1)) / (1 - math.exp(-1)), rel=1e-3)
     assert min(rows[0]["c"], rows[0]["d"]) > rows[0]["b"]          # a Gaussian needs more noise alone
     assert composition.first_gaussian_win(rows) is None
+
+
+def test_the_topk_benchmark_runs_at_20k_rows():
+    results = load("topk").zipf(runs=1, log=lambda line: None, rows=20_000, epsilons=(1.0,))
+    assert [(r["level"], r["k"]) for r in results] == [(level, k) for level in ("row", "user") for k in (10, 100, 1)]
+    assert all(0 <= r[way]["recall"] <= 1 for r in results for way in ("exponential", "noisy_values", "default"))
+    assert all(r["exponential"]["exponential"] and not r["noisy_values"]["exponential"] for r in results)
+    assert "| row | top-k | 10 | 1 |" in load("topk").markdown({"environment": "", "runs": 1, "sf": 1, "zipf": results,
+                                                          "tpch": []})
