@@ -157,13 +157,15 @@ def asked(select: exp.Select, scope, outputs: list[Output], order: list[tuple[st
             if i is not None and outputs[i].kind == OutputKind.KEY]
     k = (limit or 0) + (offset or 0)
     shaped = (select.args.get("group") is not None and select.args.get("having") is None and limit is not None
-              and 1 <= k <= MAX_TOP_K and len(needs) == 1 and needs[0].kind in ORDERABLE and len(ties) == len(order) - 1)
+              and 1 <= k <= MAX_TOP_K and len(needs) == 1 and needs[0].kind in ORDERABLE and len(ties) == len(order) - 1
+              and (partitions is None or partitions <= TOP_K_CANDIDATES))   # the work a choice may take
     if wanted == "noisy_values" or (not shaped and wanted is None):
         return None
     if not shaped:
         option = next(o for o in select.meta["dp"].options() if o.this.name.lower() == "top_k")
-        raise scope.refuse("DP308", "top_k = 'exponential' needs GROUP BY, ORDER BY one aggregate (COUNT, COUNT_IF, "
-                           f"COUNT(DISTINCT), SUM), LIMIT k with k + OFFSET <= {MAX_TOP_K}, and no HAVING",
+        raise scope.refuse("DP308", f"top_k = 'exponential' needs GROUP BY (at most {TOP_K_CANDIDATES} public groups), "
+                           "ORDER BY one aggregate (COUNT, COUNT_IF, COUNT(DISTINCT), SUM) then keys only, LIMIT k with "
+                           f"k + OFFSET <= {MAX_TOP_K}, and no HAVING",
                            option, hint="drop the option to release noisy values for every group", rule="top_k_shape")
     if partitions is not None and partitions <= k:
         return None   # every group is chosen: nothing to choose, the values are the answer

@@ -3,10 +3,13 @@ spends and at what temperature, what it releases, how explain shows it; MODE(x) 
 (frontend/mode.py); OPTIONS(top_k = ...). On the fixture database (tests/support/fixture.py)."""
 from fractions import Fraction
 
+import duckdb
 import pytest
 
-from dpsql.limits import MAX_TOP_K
+import dpsql
+from dpsql.limits import MAX_TOP_K, TOP_K_CANDIDATES, WorkLimits
 from dpsql.mechanisms.base import SELECTION
+from dpsql.mechanisms.losses import Loss
 from dpsql.mechanisms.releases import Sensitivity
 from tests.support.checks import refusal
 
@@ -53,9 +56,7 @@ def test_the_shape_plans_a_choice_of_k_groups(db, sql, k, range_, monotone, by_r
 
 def test_the_temperature_is_the_smallest_on_the_grid():
     """s = k * range / epsilon, rounded up to the grid: at k = 2, range 1 and epsilon 0.5, 4."""
-    from dpsql.mechanisms.base import EXPONENTIAL
-    from dpsql.mechanisms.losses import Loss
-    assert EXPONENTIAL.calibrate(Sensitivity(2, Fraction(1)), Loss.pure(0.5)) == 4
+    assert SELECTION.calibrate(Sensitivity(2, Fraction(1)), Loss.pure(0.5)) == 4
 
 
 def test_a_user_level_choice_pays_for_one_partition_not_L(db):
@@ -110,6 +111,20 @@ def test_by_default_the_choice_is_made_where_it_is_less_noisy(db, sql, chosen):
     ordering = values.outputs[values.order[0][0][1:].isdigit() and int(values.order[0][0][1:])]
     m = values.measurement(ordering.measurements[0])
     assert top.against == pytest.approx(m.std_dev / m.granularity)
+
+
+def test_more_public_groups_than_a_choice_may_take_keep_noisy_values():
+    """Past TOP_K_CANDIDATES public groups (a connection may allow more rows) a choice would peel too
+    long: noisy values (DP308 if asked)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+    policy = {"budget": {"epsilon": 10}, "tables": {"t": {"privacy_unit": "row", "columns": {
+        "a": {"keys": {"range": [0, 999]}}, "b": {"keys": {"range": [0, 1000]}}}}}}
+    db = dpsql.connect(con, ledger=":memory:", policy=policy, limits=WorkLimits(max_rows=2_000_000))
+    sql = "SELECT {}a, b, COUNT(*) AS n FROM t GROUP BY a, b ORDER BY n DESC LIMIT 1"
+    assert db.explain(sql.format(""), epsilon=1.0).partitions == 1_001_000 > TOP_K_CANDIDATES
+    assert db.explain(sql.format(""), epsilon=1.0).top_k is None
+    assert refusal(db, sql.format("WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') "), epsilon=1.0).code == "DP308"
 
 
 def test_noisy_values_is_the_plan_of_before(db):
