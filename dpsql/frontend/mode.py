@@ -35,7 +35,7 @@ def mode_as_top_one(statement: exp.Expression, sql: str) -> exp.Expression:
     node = items[0].unalias() if len(items) == 1 else None
     alone = isinstance(node, exp.Mode) and len(modes) == 1 and not any(statement.args.get(c) for c in CLAUSES)
     argument = node.this if isinstance(node, exp.Mode) else None
-    if not alone or argument is None or isinstance(argument, exp.Star) or \
+    if not alone or argument is None or isinstance(argument, (exp.Star, exp.Distinct)) or \
             any(isinstance(v, exp.Expression) for k, v in node.args.items() if k != "this"):
         start, end = span(modes[0], sql)
         err = UnsupportedConstruct("DP303", "MODE(x) is answered alone: one MODE of one column or expression, the "

@@ -168,6 +168,7 @@ def test_mode_is_the_top_one_group_by_count(db):
     "SELECT MODE(state) FROM people LIMIT 1",
     "SELECT COUNT(*) FROM people WHERE MODE(state) = 'CA'",
     "SELECT MODE(*) FROM people",
+    "SELECT MODE(DISTINCT state) FROM people",
 ])
 def test_mode_beside_anything_else_is_refused(db, sql):
     err = refusal(db, sql)
