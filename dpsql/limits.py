@@ -75,3 +75,10 @@ class Deadline:
 
 
 NO_DEADLINE = Deadline(None)
+
+# Noisy top-k (plan/top_k.py): a choice peels k times over every candidate, each peel O(candidates)
+# (mechanisms/exponential.py): at 1M candidates about 0.06-0.14 s a peel on this project's machine, so
+# a top-k of at most MAX_TOP_K groups over at most TOP_K_CANDIDATES candidates runs in seconds. A larger
+# LIMIT keeps the meaning of noisy values (every candidate's value released, the largest kept).
+MAX_TOP_K = 100
+TOP_K_CANDIDATES = 1_000_000

@@ -43,7 +43,7 @@ from dpsql.api.connection import PrivateConnection
 from dpsql.api.plan_cache import PlanCache
 from dpsql.engines import duckdb_schema
 from dpsql.engines.duckdb import DuckDBEngine
-from dpsql.lower.names import choice_function
+from dpsql.lower.names import choice_function, top_k_function
 from dpsql.mechanisms.quantile_rules import noiseless
 from dpsql.mechanisms.randomness import RandomSource
 from dpsql.plan.model import Plan
@@ -83,9 +83,21 @@ def _first_choice(cells: pa.Array, counts: pa.Array, arguments: pa.Array) -> pa.
     return pa.array(np.zeros(len(cells), dtype=np.int64), type=pa.int64())
 
 
+
+def _exact_top(ids: np.ndarray, utilities: np.ndarray, k: int, a: int, b: int) -> np.ndarray:
+    """The top-k by exact utility, ties to the candidate numbered first (by key)."""
+    return ids[np.lexsort((ids, -utilities))[:k]]
+
+
+def _first(ids: np.ndarray, utilities: np.ndarray, k: int, a: int, b: int) -> np.ndarray:
+    """The k candidates numbered first (by key), whatever their utilities: zero noise's choice."""
+    return np.sort(ids)[:k]
+
+
 def _function(db: PrivateConnection, noise: str) -> str:
-    """The name of this connection's noiseless UDF of that kind, registered once with its choice
-    function (lower/names.py ``choice_function``)."""
+    """The name of this connection's noiseless UDF of that kind, registered once with its quantile
+    rules' choice function (lower/names.py ``choice_function``) and its top-k choice (the exact top k
+    for identity, the first k by key for zero)."""
     if noise not in NOISE:
         raise ValueError(f"noise must be one of {NOISE}, got {noise!r}")
     names = db.__dict__.setdefault("_testing_functions", {})
@@ -94,6 +106,7 @@ def _function(db: PrivateConnection, noise: str) -> str:
         exact = noise == "identity"
         _engine(db).register_noise(names[noise], _identity if exact else _zero)
         _engine(db).register_choice(choice_function(names[noise]), _exact_choice if exact else _first_choice)
+        _engine(db).register_top_k(top_k_function(names[noise]), _exact_top if exact else _first)
     return names[noise]
 
 

@@ -16,7 +16,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from dpsql.mechanisms.base import PURE_NOISE, NoiseBuffer, noise
+from dpsql.mechanisms.base import PURE_NOISE, NoiseBuffer, choose_top, noise
 from dpsql.mechanisms.quantile_rules import answer
 from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
@@ -25,6 +25,7 @@ from dpsql.accounting import ledger as ledgers
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
+from dpsql.frontend.mode import mode_as_top_one
 from dpsql.frontend.per_person import per_person
 from dpsql.frontend.scope import Scope, group_keys
 from dpsql.frontend.parse import parse
@@ -38,7 +39,7 @@ from dpsql.frontend import size
 from dpsql.limits import Deadline, WorkLimits, check_seconds
 from dpsql.policy.loading import load_policy
 from dpsql.policy.model import Policy
-from dpsql.lower.names import choice_function
+from dpsql.lower.names import choice_function, top_k_function
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines import versions
 from dpsql.engines.duckdb import DuckDBEngine
@@ -82,6 +83,7 @@ class PrivateConnection:
         self._auto_bounds: dict[tuple[str, str], tuple[float, float]] = {}
         engine.register_noise(self._noise_function, self._noise_udf)
         engine.register_choice(choice_function(self._noise_function), self._choice_udf)
+        engine.register_top_k(top_k_function(self._noise_function), self._choose)
         # pyarrow loads its compute functions on first use (0.7 s): load them now, not in the first
         # DP query, whose time would tell its analyst that nobody had run one (a shared cache).
         pa.array([None], type=pa.int64()).fill_null(0)
@@ -103,6 +105,12 @@ class PrivateConnection:
         rows = zip(cells.to_pylist(), counts.to_pylist(), arguments.to_pylist())
         with self._lock:
             return pa.array([answer(self._source, c, n, a) for c, n, a in rows], type=pa.int64())
+
+    def _choose(self, ids: np.ndarray, utilities: np.ndarray, k: int, a: int, b: int) -> np.ndarray:
+        """The top-k choice of one query (lower/top_k.py): k peeled exponential choices, from the same
+        source as the noise (mechanisms/base.py ``choose_top``)."""
+        with self._lock:
+            return choose_top(self._source, ids, utilities, k, a, b)
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
              ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
@@ -166,7 +174,7 @@ class PrivateConnection:
                 return local_plan(local, sql, self.policy, ci, nonnegative)
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
-            statement = fold_constants(statement, sql)
+            statement = mode_as_top_one(fold_constants(statement, sql), sql)
             scope = self._public_keys(statement, validate(statement, sql, policy), reader, deadline)
             self._check_lookups(scope.table, reader, deadline)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)

@@ -66,10 +66,14 @@ def plan_signature(plan: Plan) -> str:
     parts = [repr(tuple(m.argument.sql() if name == "argument" and m.argument is not None else
                         value.value if isinstance(value, Enum) else value   # as the strings they replaced
                         for name, value in vars(m).items() if name != "quantile" or value is not None))
-             for m in plan.measurements]
+             for m in plan.computed]
     parts += [repr((o.name, o.kind.value, o.column, o.measurements, o.key_index, o.lower, o.upper, o.hidden,
                     o.expression.sql() if o.expression is not None else None, o.quantile)) for o in plan.outputs]
     parts += [k.expression.sql() for k in plan.group_keys]
     parts += [f"L={plan.max_groups}", f"C={plan.max_rows}", f"selection={plan.selection}",
               f"ci={plan.confidence}", f"nonnegative={plan.nonnegative}"]
+    top = plan.top_k
+    if top is not None:   # the choice: its utility's fields are among the measurements' above (Plan.computed)
+        parts.append(f"top_k=({top.utility.name}, {top.k}, {top.descending}, {top.by_rank}, {top.monotone}, "
+                     f"{top.loss}, {top.scale})")
     return ";".join(parts)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Any, Callable, Hashable, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from dpsql.limits import Deadline
@@ -48,6 +49,11 @@ class Engine(Protocol):
 
     def register_noise(self, name: str, function: Callable[..., pa.Array]) -> None:
         """A vectorised noise function f(exact BIGINT, mechanism code, a, b, c BIGINT) -> BIGINT."""
+        ...
+
+    def register_top_k(self, name: str, choose: Callable[..., np.ndarray]) -> None:
+        """A top-k choice function f(ids LIST(BIGINT), utilities LIST(BIGINT), k, a, b BIGINT) ->
+        LIST(BIGINT), each row answered by ``choose(ids, utilities, k, a, b)`` on numpy arrays."""
         ...
 
     def bind(self, sql: str) -> Any:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Iterator, Mapping
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from dpsql.engines import duckdb_sources as sources
@@ -249,6 +250,18 @@ class DuckDBEngine:
         "no answer") out; its inputs are never NULL (lower/histogram.py), so NULL handling is its own."""
         self.con.create_function(name, function, [BIGINTS] * 3, BIGINT, type="arrow", side_effects=True,
                                  null_handling="special")
+
+    def register_top_k(self, name: str, choose: Callable[..., np.ndarray]) -> None:
+        """The top-k choice function (lower/top_k.py), vectorised over rows of candidate lists: one row
+        a query. A NULL list (no candidate) gives NULL, never a call. side_effects: never folded."""
+        def udf(ids: pa.Array, utilities: pa.Array, k: pa.Array, a: pa.Array, b: pa.Array) -> pa.Array:
+            rows = zip(ids.to_pylist(), utilities.to_pylist(), k.to_pylist(), a.to_pylist(), b.to_pylist())
+            return pa.array([None if i is None or u is None else
+                             choose(np.asarray(i, dtype=np.int64), np.asarray(u, dtype=np.int64), *args).tolist()
+                             for i, u, *args in rows], type=pa.list_(pa.int64()))
+        listed = duckdb.list_type(BIGINT)
+        self.con.create_function(name, udf, [listed, listed, BIGINT, BIGINT, BIGINT], listed, type="arrow",
+                                 side_effects=True)
 
     def bind(self, sql: str) -> duckdb.DuckDBPyRelation:
         """Parse and bind before anything is spent. Parser and binder errors (a type mismatch, an

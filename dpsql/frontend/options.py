@@ -18,7 +18,10 @@ from dpsql.mechanisms.quantile_rules import OPTIONS as QUANTILE_OPTIONS
 from dpsql.policy.bounds import MAX_BOUND
 
 NUMERIC_OPTIONS = ("epsilon", "delta", "max_groups_contributed")
-OPTIONS = (*NUMERIC_OPTIONS, "privacy_unit_column", "mechanism")
+OPTIONS = (*NUMERIC_OPTIONS, "privacy_unit_column", "mechanism", "top_k")
+# ORDER BY one aggregate ... LIMIT k: k groups chosen by the exponential mechanism (plan/top_k.py), or
+# every candidate's noisy value released and the largest kept (the meaning before issue 23).
+TOP_K = ("exponential", "noisy_values")
 BOUND_NAMES = {"contribution_bounds_per_group": "per_group", "contribution_bounds_per_row": "per_row"}
 
 
@@ -30,6 +33,7 @@ class QueryOptions:
     max_groups: int | None = None
     privacy_unit: str | None = None
     mechanism: str | None = None    # an option name of mechanisms/base.py OPTIONS, checked
+    top_k: str | None = None        # one of TOP_K: how ORDER BY <aggregate> LIMIT k chooses its groups
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,9 @@ def literal_options(clause, refuse) -> dict:
         if name == "mechanism":
             values[name] = _mechanism(value, refuse)
             continue
+        if name == "top_k":
+            values[name] = _top_k(value, refuse)
+            continue
         values[name] = number(value)
         if values[name] is None:
             raise refuse("DP308", f"option {name} takes a finite number literal", value)
@@ -96,7 +103,8 @@ def query_options(select: exp.Select, refuse) -> QueryOptions:
         raise refuse("DP308", f"max_groups_contributed must be a whole number >= 1, got {groups}", clause)
     return QueryOptions(epsilon=values.get("epsilon"), delta=values.get("delta"),
                         max_groups=int(groups) if groups is not None else None,
-                        privacy_unit=values.get("privacy_unit_column"), mechanism=values.get("mechanism"))
+                        privacy_unit=values.get("privacy_unit_column"), mechanism=values.get("mechanism"),
+                        top_k=values.get("top_k"))
 
 
 def _mechanism(value: exp.Expression, refuse) -> str:
@@ -116,6 +124,15 @@ def _quantile_mechanism(value: exp.Expression, refuse) -> str:
     if not (isinstance(value, exp.Literal) and value.is_string) or value.this.lower() not in QUANTILE_OPTIONS:
         raise refuse("DP308", f"a quantile's mechanism => takes one of {known}", value,
                      hint="write MEDIAN(x, mechanism => 'exponential')")
+    return value.this.lower()
+
+
+def _top_k(value: exp.Expression, refuse) -> str:
+    """top_k = 'noisy_values': a string literal among TOP_K (DP308 otherwise)."""
+    known = ", ".join(repr(name) for name in TOP_K)
+    if not (isinstance(value, exp.Literal) and value.is_string and value.this.lower() in TOP_K):
+        raise refuse("DP308", f"option top_k takes one of {known}", value,
+                     hint="top_k = 'noisy_values' releases every group's noisy value and keeps the largest")
     return value.this.lower()
 
 

@@ -39,7 +39,7 @@ class Form:
     name: str                         # as refusals spell it
     argument: Argument | None = None  # None: any one expression (COUNT(x) counts where it is not NULL)
     star: bool = False                # COUNT(*)
-    distinct: bool = False            # COUNT(DISTINCT unit), COUNT(DISTINCT a column with public keys)
+    distinct: bool = False            # COUNT(DISTINCT unit), COUNT(DISTINCT a column)
     per_row: bool = True              # takes contribution_bounds_per_row
     per_group: bool = False           # takes contribution_bounds_per_group
     whole: bool = False               # ... whole numbers >= 0 (it counts)

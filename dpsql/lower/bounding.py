@@ -14,7 +14,7 @@ from dpsql.lower.names import columns, key_names, raw_column, value_column
 from dpsql.lower.keys import declared, in_domain, join_key_tables, key_filter
 from dpsql.lower.guard import condition, decimal_total, safe, user_where
 from dpsql.sql.guard import quoted
-from dpsql.lower.noise import scalar_measurements
+from dpsql.lower.noise import scalar_totals
 
 
 def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
@@ -54,7 +54,7 @@ def row_arguments(plan: Plan) -> dict[str, exp.Expression]:
     of one argument reads this one column, so a unit's count of values and its sum cannot disagree
     on which rows hold a value. Numeric (a SUM, AVG or quantile reads it): DOUBLE, with the columns
     of an expression clamped; counted only: the expression as written, under TRY()."""
-    shared = [m for m in plan.measurements if m.argument is not None and QUANTITIES[m.kind].argument]
+    shared = [m for m in plan.computed if m.argument is not None and QUANTITIES[m.kind].argument]
     numeric = {m.column for m in shared if QUANTITIES[m.kind].numeric}
     values = {}
     for m in shared:
@@ -88,14 +88,15 @@ def rows_cte(plan: Plan) -> exp.Select:
     for label, value in row_arguments(plan).items():
         projections.append(alias(value, raw_column(label)))
         passed.append(raw_column(label))
-    reading = Reading(declared=lambda column: declared(plan, column), condition=lambda node: condition(plan, node))
-    for m in plan.measurements:
+    reading = Reading(declared=lambda column: declared(plan, column) if plan.table.columns[column].keys is not None
+                      else None, condition=lambda node: condition(plan, node))
+    for m in plan.computed:
         read = QUANTITIES[m.kind].read
         if read is not None:   # a value of its own, read from the row (not from a shared argument)
             projections.append(alias(read(m, reading), value_column(m)))
             passed.append(value_column(m))
     derived = []
-    for m in plan.measurements:
+    for m in plan.computed:
         row = QUANTITIES[m.kind].row
         if row is not None:    # from the argument's one evaluation: clamped, on the grid, a leaf
             derived.append(alias(row(m, columns(m), plan.table.row_level), value_column(m)))
@@ -127,7 +128,7 @@ def unit_states(plan: Plan) -> list[Measurement]:
     quantile.leaf_counts counts a unit's leaves per (unit, partition, leaf) and keeps C of them in
     closed form; distinct.distinct_ctes keeps C of a unit's distinct values in the partitions
     __bounded keeps."""
-    return [m for m in plan.measurements if QUANTITIES[m.kind].stage is Stage.STATE]
+    return [m for m in plan.computed if QUANTITIES[m.kind].stage is Stage.STATE]
 
 
 RANKS = 2 ** 53   # a partition's random rank lies in [0, RANKS); an undeclared one's in [RANKS, 2 * RANKS)
@@ -221,7 +222,7 @@ def agg_cte(plan: Plan, source: str) -> exp.Select:
     """__agg: each group's exact totals (row level: each row a unit), COUNT(DISTINCT)'s from its CTEs."""
     keys = [col(k) for k in key_names(plan)]
     if plan.table.row_level:
-        values = [alias(exact_aggregate(m), value_column(m)) for m in scalar_measurements(plan)]
+        values = [alias(exact_aggregate(m), value_column(m)) for m in scalar_totals(plan)]
         return select(*keys, *values, source=source, group=[k.copy() for k in keys])
     values = [alias(exp.Sum(this=col(value_column(m))), value_column(m)) for m in unit_states(plan)]
     totals = select(*keys, *(values or [alias(exp.Count(this=exp.Star()), "__n")]), source=source,

@@ -25,7 +25,7 @@ from dpsql.plan.quantities import QUANTITIES, Stage
 
 def measurements(plan: Plan) -> list[Measurement]:
     """The COUNT(DISTINCT col) measurements lowered here (user level)."""
-    return [] if plan.table.row_level else [m for m in plan.measurements
+    return [] if plan.table.row_level else [m for m in plan.computed
                                             if QUANTITIES[m.kind].stage is Stage.DISTINCT]
 
 

@@ -1,5 +1,6 @@
 """Every name the lowering invents for the engine: group keys k0.., each argument's row value c_*,
-each measurement's per-row value v_*. One place, so no generated name can collide with another."""
+each measurement's per-row value v_*, the top-k choice function. One place, so no generated name can
+collide with another."""
 from __future__ import annotations
 
 from dpsql.plan.exact import Columns
@@ -13,6 +14,12 @@ def key_names(plan: Plan) -> list[str]:
 
 def value_column(m: Measurement) -> str:
     return f"v_{m.name}"
+
+
+def top_k_function(noise_function: str) -> str:
+    """The engine's top-k choice function beside a noise function (lower/top_k.py): registered with it
+    by the connection and by dpsql.testing, so the one name the lowering is given finds both."""
+    return f"{noise_function}_top_k"
 
 
 def raw_column(column: str) -> str:

@@ -10,6 +10,7 @@ from dpsql.plan.parts import Measurement
 from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.sql.build import alias, cast, col, fn, ident, join, num, saturate, table
 from dpsql.lower.names import key_names, value_column
+from dpsql.lower import top_k
 from dpsql.lower.keys import keys_source
 
 
@@ -22,6 +23,11 @@ def scalar_measurements(plan: Plan) -> list[Measurement]:
     """The measurements noised once per group in __noisy (quantile trees are noised node by node, a
     quantile rule answers from a histogram)."""
     return [m for m in plan.measurements if QUANTITIES[m.kind].stage not in (Stage.TREE, Stage.HISTOGRAM)]
+
+
+def scalar_totals(plan: Plan) -> list[Measurement]:
+    """The exact totals __agg holds: the scalar measurements' and a top-k's utility (Plan.computed)."""
+    return [m for m in plan.computed if QUANTITIES[m.kind].stage not in (Stage.TREE, Stage.HISTOGRAM)]
 
 
 def noise_call(m: Measurement, value: exp.Expression, function: str) -> exp.Expression:
@@ -45,6 +51,7 @@ def noisy_cte(plan: Plan, function: str) -> exp.Select:
     names = key_names(plan)
     values = [alias(noise_call(m, fn("COALESCE", col(value_column(m), "__agg"), num(0)), function), m.name)
               for m in scalar_measurements(plan)]
+    values += top_k.noisy_columns(plan, "__agg" if plan.selection is not None else "__keys")
     if not values and plan.selection is None:
         # Only quantiles: __noisy is just the released groups (one row without GROUP BY).
         if not plan.group_keys:

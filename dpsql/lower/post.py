@@ -95,9 +95,11 @@ def final_select(plan: Plan) -> exp.Select:
 
 
 def measurements_select(plan: Plan) -> exp.Select:
-    """Every candidate group's keys and scalar measurements, ordered by key (the test seam's stage)."""
+    """Every candidate group's keys and scalar measurements (and a top-k's utility, ``__u``), ordered
+    by key (the test seam's stage)."""
     names, joined = key_names(plan), "__noisy" if histogram.histograms(plan) else None   # qualified beside a join
     columns = [col(n, joined) for n in names] + [col(m.name, joined) for m in scalar_measurements(plan)]
+    columns += [col("__u", joined)] if plan.top_k is not None else []
     query = exp.select(*(columns or ([] if joined else [exp.Star()]))).from_(table("__noisy"), copy=False)
     query = histogram.join_totals(plan, query)
     return query.order_by(*[exp.Ordered(this=col(n, joined), nulls_first=False) for n in names]) if names else query

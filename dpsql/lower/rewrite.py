@@ -10,6 +10,8 @@ level skips ``__units``/``__bounded``)::
     distinct.py  __m<i>_values, __m<i>_agg   COUNT(DISTINCT col): C values per unit and kept partition
     noise.py     __noisy    every public key combination LEFT JOIN __agg, noise UDF once per group
                             (MATERIALIZED: each draw is made once even where post-processing reads it twice)
+    top_k.py     __cand, __top   a top-k's candidates, and the groups its one call of the choice
+                            function chose (MATERIALIZED: one choice)
     quantile.py  __m<i>_*   the descent of each quantile tree, over the released groups
     histogram.py __m<i>_*   a quantile rule's answer per released group, from its histogram (MIN, MAX, ...)
     post.py      __out      post-processing (sums back to real units, AVG = sum / count clamped to bounds)
@@ -30,11 +32,11 @@ import dataclasses
 
 from sqlglot import exp
 
-from dpsql.lower import distinct, histogram, quantile
+from dpsql.lower import distinct, histogram, quantile, top_k
 from dpsql.lower.names import choice_function
 from dpsql.plan.model import Plan
 from dpsql.sql.build import DIALECT, alias, col, ident, num, table
-from dpsql.lower.noise import noisy_cte, scalar_measurements
+from dpsql.lower.noise import noisy_cte, scalar_totals
 from dpsql.lower.post import final_select, measurements_select, output_interval, output_value
 from dpsql.lower.bounding import agg_cte, cuts_ranks_first, rows_cte, user_level_ctes
 
@@ -54,7 +56,7 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
         ctes += user_level_ctes(plan, sampling)
         source = ctes[-1][0]
     trees, rules = quantile.trees(plan), histogram.histograms(plan)
-    materialized = {"__noisy"}
+    materialized = {"__noisy", "__top"}   # one draw of the noise, one call of the top-k choice
     bounded = source if source == "__bounded" else None
     if (trees or rules or distinct.measurements(plan)) and bounded:
         materialized.add(bounded)   # __agg, the trees and the distinct values see one random choice of partitions
@@ -62,9 +64,10 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
         materialized.add("__units")   # __cut and __bounded read one draw of its random ranks
     for m in distinct.measurements(plan):
         ctes += distinct.distinct_ctes(plan, m, bounded)
-    if scalar_measurements(plan):
+    if scalar_totals(plan):
         ctes.append(("__agg", agg_cte(plan, source)))
     ctes.append(("__noisy", noisy_cte(plan, noise_function)))
+    ctes += top_k.top_k_ctes(plan, noise_function)
     for m in trees:
         tree = quantile.quantile_ctes(plan, m, bounded, noise_function)
         materialized.update(name for name, _ in tree if name.endswith(quantile.MATERIALIZED_SUFFIXES))
@@ -78,8 +81,8 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
         interval = output_interval(plan, i)
         if interval is not None:
             values += [alias(interval[0], f"{plan.slot(i)}_lo"), alias(interval[1], f"{plan.slot(i)}_hi")]
-    out = histogram.join_outputs(plan, quantile.join_outputs(plan, exp.select(*values).from_(table("__noisy"),
-                                                                                             copy=False)))
+    out = histogram.join_outputs(plan, quantile.join_outputs(
+        plan, top_k.chosen_only(plan, exp.select(*values).from_(table("__noisy"), copy=False))))
     if plan.selection is not None:
         out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
     ctes.append(("__out", out))

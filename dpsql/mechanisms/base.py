@@ -22,7 +22,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from dpsql.mechanisms.exponential import Exponential
+from dpsql.mechanisms.exponential import Exponential, top_k
 from dpsql.mechanisms.gaussian import DiscreteGaussian
 from dpsql.mechanisms.laplace import DiscreteLaplace
 from dpsql.mechanisms.losses import APPROXIMATE, PURE, ZCDP, Loss
@@ -32,7 +32,7 @@ from dpsql.mechanisms.releases import APPROX, Release, Sensitivity
 
 __all__ = ["Mechanism", "MECHANISMS", "PRIVACY_MAPS", "mechanism", "named", "choose", "NoiseBuffer",
            "PURE", "ZCDP", "APPROXIMATE", "PLD_DISCRETIZATION", "DISCRETE_LAPLACE", "DISCRETE_GAUSSIAN",
-           "EXPONENTIAL", "PURE_NOISE", "measures", "releases_of"]
+           "EXPONENTIAL", "PURE_NOISE", "measures", "releases_of", "SELECTION", "choice_arguments", "choose_top"]
 
 # dp-accounting's default discretization of privacy losses (its estimates are pessimistic).
 PLD_DISCRETIZATION = 1e-4
@@ -122,6 +122,7 @@ DISCRETE_LAPLACE = DiscreteLaplace()
 DISCRETE_GAUSSIAN = DiscreteGaussian()
 APPROXIMATE_GUARANTEE = Approximate()
 EXPONENTIAL = Exponential()   # a choice, not additive noise: a privacy map, not in MECHANISMS
+SELECTION = EXPONENTIAL       # what a noisy top-k chooses its groups by (plan/top_k.py)
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (DISCRETE_LAPLACE, DISCRETE_GAUSSIAN)}
 # Every name a Release may carry: the noise mechanisms, and the (epsilon, delta) statement.
 PRIVACY_MAPS = {**MECHANISMS, APPROXIMATE_GUARANTEE.name: APPROXIMATE_GUARANTEE, EXPONENTIAL.name: EXPONENTIAL}
@@ -228,3 +229,22 @@ def noise(buffer: NoiseBuffer, source: RandomSource, exact: np.ndarray, codes: n
         draws = buffer.take(source, code, args, rows.size)
         out[rows] = CODES[code].add(exact[rows], draws, args)
     return out
+
+
+def choice_arguments(release: Release) -> tuple[int, int]:
+    """(n, k): the temperature of a SELECTION release, n / 2**k exactly (its calibration's grid)."""
+    t = release.scale
+    if t <= 0 or t.denominator & (t.denominator - 1):
+        raise ValueError(f"a choice's temperature must be a dyadic rational > 0, got {t}")
+    return t.numerator, t.denominator.bit_length() - 1
+
+
+def choose_top(source: RandomSource, ids: np.ndarray, utilities: np.ndarray, k: int, numerator: int,
+               log2_denominator: int) -> np.ndarray:
+    """The engine's top-k function: the ids of min(k, candidates) candidates, in the order chosen, by
+    k peeled choices of SELECTION at temperature n / 2**k (exponential.py ``top_k``: exact, the law of
+    one-shot Gumbel top-k). ``utilities``: the candidates' exact bounded totals, |u| < 2**52."""
+    if ids.size == 0 or k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    chosen = top_k(source, utilities, Fraction(2 ** log2_denominator, numerator), int(k))
+    return ids[np.asarray(chosen, dtype=np.int64)]

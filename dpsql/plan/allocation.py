@@ -1,5 +1,6 @@
-"""Budget allocation within a query: the checked (epsilon, delta) and its equal split over the
-measurements (sequential composition), rounded so the shares never add up to more than epsilon."""
+"""Budget allocation within a query: the checked (epsilon, delta), its equal split over the
+measurements (sequential composition), rounded so the shares never add up to more than epsilon, and
+a noisy top-k's share (plan/top_k.py)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,7 @@ from dpsql.errors import InvalidParameter
 from dpsql.mechanisms.losses import PURE, Loss, share
 from dpsql.mechanisms.releases import Sensitivity
 
-__all__ = ["share", "check_budget_parameters", "split"]
+__all__ = ["share", "check_budget_parameters", "split", "top_k_split"]
 
 
 def check_budget_parameters(epsilon: float, delta: float) -> tuple[float, float]:
@@ -55,3 +56,20 @@ def split(chosen, epsilon: float, delta: float, sensitivities: Sequence[Sensitiv
     for i, loss in zip(others, shares):
         losses[i] = loss
     return losses, selection_delta
+
+
+def top_k_split(epsilon: float, others: bool) -> tuple[float, float]:
+    """(the top-k choice's epsilon, the rest for the measurements), never adding up to more.
+
+    Half each when the query measures anything besides (the chosen groups' values, partition
+    selection's count): a user sees both a wrong group and a wrong value, and each error falls with
+    its share, so half keeps either within a factor of two of what the whole budget would give it
+    (benchmarks/topk.py measures both). All of it when nothing else is measured (MODE: one key).
+
+    >>> top_k_split(1.0, True), top_k_split(1.0, False)
+    ((0.5, 0.5), (1.0, 0.0))
+    """
+    if not others:
+        return epsilon, 0.0
+    half = share(epsilon, 2)
+    return half, half

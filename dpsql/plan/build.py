@@ -28,7 +28,8 @@ from dpsql.frontend.scope import AGGREGATES as AGGREGATE_NODES, Scope, argument_
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import GroupKey, KeyColumn, Measurement, Output, Selection
-from dpsql.plan.allocation import check_budget_parameters, split
+from dpsql.plan import top_k
+from dpsql.plan.allocation import check_budget_parameters, split, top_k_split
 from dpsql.mechanisms.quantile_rules import rule
 from dpsql.plan.aggregates import AGGREGATES, Sharing, signature
 from dpsql.plan.quantities import QUANTITIES, Need
@@ -170,9 +171,11 @@ def _unique_names(outputs: list[Output]) -> list[Output]:
 
 
 def _measurements(outputs: list[Output], L: int, C: int, budget: tuple[float, float], selecting: bool,
-                  table: TablePolicy, chosen: Mechanism) -> tuple[list[Measurement], list[Output], float]:
-    """One measurement per distinct noisy quantity, and partition selection's delta: the mechanism
-    splits the query's (epsilon, delta) over them (``Mechanism.split``: composed, they meet it).
+                  table: TablePolicy, chosen: Mechanism, alone: bool = False
+                  ) -> tuple[list[Measurement], list[Output], float, dict[Need, str]]:
+    """One measurement per distinct noisy quantity (and its name, by Need), and partition selection's
+    delta: the mechanism splits the query's (epsilon, delta) over them (``Mechanism.split``: composed,
+    they meet it). ``alone``: a top-k choice releases something, so none is no refusal.
 
     Partition selection adds the noisy unit count, shared with COUNT(DISTINCT unit) if asked for;
     an aggregate may reuse what others measure anyway (``Sharing``: its spec says how).
@@ -187,6 +190,8 @@ def _measurements(outputs: list[Output], L: int, C: int, budget: tuple[float, fl
     needed = list(dict.fromkeys(need for o in aggregates for need in needs_of(o)))
     if selecting and Need(Quantity.UNITS, None) not in needed:
         needed.append(Need(Quantity.UNITS, None))
+    if not needed and alone:
+        return [], outputs, 0.0, {}
     if not needed:
         raise InvalidParameter("DP301", "the query releases no aggregate", rule="releases_an_aggregate")
     names = {need: f"m{i}" for i, need in enumerate(needed)}
@@ -197,7 +202,41 @@ def _measurements(outputs: list[Output], L: int, C: int, budget: tuple[float, fl
                     for need, (g, sens), loss, measuring in zip(needed, calibrations, losses, rules)]
     outputs = [Output(**{**o.__dict__, "measurements": tuple(names[n] for n in needs_of(o))})
                if o.kind.aggregate else o for o in outputs]
-    return measurements, outputs, selection_delta
+    return measurements, outputs, selection_delta, names
+
+
+def _planned(select: exp.Select, scope: Scope, outputs: list[Output], order: list, keys: list[GroupKey],
+             limits: tuple[int | None, int | None], budget: tuple[float, float], private: bool, chosen: Mechanism
+             ) -> tuple[list[Measurement], list[Output], float, top_k.TopK | None]:
+    """The measurements and outputs, and the top-k the query asks for (plan/top_k.py): its choice
+    takes its share of epsilon (plan/allocation.py top_k_split), the measurements the rest. Unless
+    OPTIONS(top_k = 'exponential') asks for it, a top-k is planned only where its choice is less noisy
+    than the noisy value every group would get instead (top_k.better): a function of the plan alone."""
+    table, (epsilon, delta) = scope.table, budget
+    L, C = _contribution_limits(scope, keys)
+    bounds = [k.domain_bound for k in keys]
+    ask = top_k.asked(select, scope, outputs, order, limits, None if None in bounds else math.prod(bounds),
+                      Sharing(selecting=private, row_level=table.row_level))
+    values = _measurements(outputs, L, C, budget, private, table, chosen)
+    if ask is None:
+        return (*values[:3], None)
+    ordering = next(m for m in values[0] if m.name == values[1][ask.output].measurements[0])
+    outputs = top_k.ranked(outputs, ask)
+    choice, rest = top_k_split(epsilon, private or any(o.kind.aggregate for o in outputs))
+    measurements, outputs, selection_delta, names = _measurements(outputs, L, C, (rest, delta), private, table,
+                                                                  chosen, alone=True)
+    if not ask.by_rank:
+        utility = next(m for m in measurements if m.name == outputs[ask.output].measurements[0])
+    elif ask.need in names:
+        utility = next(m for m in measurements if m.name == names[ask.need])
+    else:   # never noised (Plan.computed): any loss of the mechanism calibrates its description
+        g, sens = _calibration(ask.need, L, C, table)
+        losses, _ = chosen.split(epsilon, delta, [sens], False)
+        utility = _measurement(f"m{len(measurements)}", ask.need, g, sens, losses[0], chosen)
+    top = top_k.chosen(ask, utility, choice, math.sqrt(mechanism(ordering.mechanism).variance(ordering.release)))
+    if scope.options.top_k is None and not top.better:
+        return (*values[:3], None)
+    return measurements, outputs, selection_delta, top
 
 
 def _mechanism(scope: Scope, asked: str | None, delta: float) -> Mechanism:
@@ -236,17 +275,17 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     private = [(spec, c) for spec, key in zip(specs, keys) if not key.public for c in key.columns if c.keys is None]
     if private and delta == 0:
         _refuse_private(scope, *private[0])
-    measurements, outputs, selection_delta = _measurements(_unique_names(collected.items), L, C, (epsilon, delta),
-                                                           bool(private), table, chosen)
+    limit, offset = (int(select.args[k].expression.this) if select.args.get(k) else None for k in ("limit", "offset"))
+    measurements, outputs, selection_delta, top = _planned(select, scope, _unique_names(collected.items), order, keys,
+                                                           (limit, offset), (epsilon, delta), bool(private), chosen)
     selection = _selection(measurements, L, selection_delta) if private else None
     where = select.args.get("where")
-    limit, offset = (int(select.args[k].expression.this) if select.args.get(k) else None for k in ("limit", "offset"))
     return Plan(sql=scope.sql, table=table, where=where.this.copy() if where is not None else None,
                 group_keys=tuple(keys), measurements=tuple(measurements), outputs=tuple(outputs),
                 having=having, order=tuple(order), limit=limit, offset=offset,
                 epsilon=epsilon, delta=delta if selection or chosen.measure != PURE or _spends_delta(measurements) else 0.0,
                 max_groups_option=scope.options.max_groups,
-                selection=selection, confidence=confidence, nonnegative=nonnegative)
+                selection=selection, confidence=confidence, nonnegative=nonnegative, top_k=top)
 
 
 def _spends_delta(measurements: list[Measurement]) -> bool:

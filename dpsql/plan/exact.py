@@ -30,7 +30,8 @@ class Columns:
 @dataclass(frozen=True)
 class Reading:
     """What lowering reads from a row itself for a measurement's own value (lower/bounding.py)."""
-    declared: Callable[[str], exp.Expression]                  # the column holds one of its declared keys
+    declared: Callable[[str], exp.Expression | None]           # the column holds one of its declared keys
+                                                               # (None: it has no keys)
     condition: Callable[[exp.Expression], exp.Expression]      # a user condition, guarded as a WHERE is
 
 
@@ -94,8 +95,10 @@ def declared_key(m, reading: Reading) -> exp.Expression:
     declared-key test does: under NOCASE, 'A' is the declared key 'a' (the policy's keys are distinct
     under it, DP502), a unit's DISTINCT keeps one value of the class (which one does not matter: the
     groups count classes too) and MIN(v, C) orders the classes, not the rows. Comparing bytewise here
-    while the key test matches under NOCASE would count 'a' and 'A' as two keys: past |keys|."""
-    return case_when(reading.declared(m.column), col(m.column), exp.Null())
+    while the key test matches under NOCASE would count 'a' and 'A' as two keys: past |keys|.
+    A column without keys counts its values as they are (C per unit and partition bounds them)."""
+    test = reading.declared(m.column)
+    return col(m.column) if test is None else case_when(test, col(m.column), exp.Null())
 
 
 def capped(m, C: int, rows: exp.Expression) -> exp.Expression:

@@ -21,7 +21,7 @@ class Quantity(_Kind):
     SUM = "sum"                   # SUM(x) (clamped, on a grid)
     COUNT_UNITS = "count_units"   # units with a value: AVG's denominator with per-group bounds
     UNITS = "units"               # COUNT(DISTINCT unit): also partition selection's count
-    DISTINCT = "distinct"         # COUNT(DISTINCT x) over x's public keys
+    DISTINCT = "distinct"         # COUNT(DISTINCT x): C values per unit and partition (|keys| at most)
     QUANTILE = "quantile"         # the node counts of a quantile tree
     COUNT_IF = "count_if"         # COUNT_IF(cond): rows where a condition holds
     HISTOGRAM = "histogram"       # one quantile of a group's bounded histogram, by a quantile rule

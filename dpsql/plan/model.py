@@ -19,6 +19,7 @@ from dpsql.mechanisms.losses import APPROXIMATE, ZCDP, compose
 from dpsql.mechanisms.releases import Release
 from dpsql.plan.explain import key_description, measurement_lines, output_line
 from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
+from dpsql.plan.top_k import TopK
 from dpsql.policy.model import TablePolicy
 
 
@@ -47,6 +48,7 @@ class Plan:
     selection: Selection | None = None     # for GROUP BY keys that are not public
     confidence: float | None = None        # add <output>_ci_low/_ci_high at this level (post-processing)
     nonnegative: bool = True               # counts (and sums of non-negative values) clamped at 0
+    top_k: TopK | None = None              # ORDER BY one aggregate LIMIT k: the groups chosen (plan/top_k.py)
     rewritten_sql: str = field(default="", compare=False)
     budget_note: BudgetNote | None = field(default=None, compare=False)   # explain's: the remaining budget
 
@@ -86,7 +88,19 @@ class Plan:
         found = tuple(r for m in self.measurements for r in m.releases)
         if self.selection is not None and self.selection.delta > 0:
             found += (Release.approximate(0, self.selection.delta),)
+        if self.top_k is not None:
+            found += (self.top_k.release,)
         return found
+
+    @property
+    def computed(self) -> tuple[Measurement, ...]:
+        """Every quantity whose exact bounded total the lowering computes: the measurements, and a
+        top-k's utility where no measurement is (its groups come in the order chosen): never noised,
+        never released, read by the choice alone."""
+        top = self.top_k
+        if top is None or top.utility.name in self._by_name:
+            return self.measurements
+        return (*self.measurements, top.utility)
 
     def measurement(self, name: str) -> Measurement:
         return self._by_name[name]
@@ -120,7 +134,8 @@ def _explain(plan: Plan) -> str:
     if plan.group_keys:
         keys = ", ".join(key_description(k) for k in plan.group_keys)
         if plan.selection is None:
-            lines.append(f"groups: {keys}: <= {plan.partitions} partition(s), every one released")
+            released = "every one released" if plan.top_k is None else f"the {plan.top_k.k} chosen released"
+            lines.append(f"groups: {keys}: <= {plan.partitions} partition(s), {released}")
         else:
             s = plan.selection
             lines.append(f"groups: {keys}")
@@ -132,12 +147,17 @@ def _explain(plan: Plan) -> str:
     lines.append("measurements:")
     for m in plan.measurements:
         lines += measurement_lines(m)
+    if plan.top_k is not None:
+        lines += plan.top_k.lines(plan.selection is not None, plan.partitions)
     lines.append("outputs (post-processing, no extra budget):")
     lines += [output_line(o, plan.group_keys, plan.measurement) for o in plan.outputs]
     n = len(plan.measurements)
     lines.append("composition:")
-    lines.append(f"  sequential over {n} measurement(s): " + " + ".join(str(m.loss) for m in plan.measurements)
-                 + _composed(plan))
+    if n or plan.top_k is None:
+        lines.append(f"  sequential over {n} measurement(s): " + " + ".join(str(m.loss) for m in plan.measurements)
+                     + _composed(plan))
+    if plan.top_k is not None:
+        lines.append(f"  {'+ ' if n else ''}the top-k choice: {plan.top_k.loss} (pure), k peels composed")
     if plan.group_keys:
         count = plan.partitions if plan.partitions is not None else "the selected"
         lines.append(f"  parallel over {count} partition(s), each unit in <= {plan.max_groups}: "

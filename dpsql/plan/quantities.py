@@ -92,7 +92,8 @@ def _summed(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
 
 
 def _distinct(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
-    return 1.0, distinct_sensitivity(L, C, len(table.columns[need.column].keys))
+    keys = table.columns[need.column].keys
+    return 1.0, distinct_sensitivity(L, C, None if keys is None else len(keys))
 
 
 def _tree(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:

@@ -63,10 +63,18 @@ def unit_total_sensitivity(max_groups: int, bound: int) -> Sensitivity:
     return Sensitivity(max_groups, Fraction(bound))
 
 
-def distinct_sensitivity(max_groups: int, max_rows: int, keys: int) -> Sensitivity:
-    """COUNT(DISTINCT col) over a public key set: a unit keeps at most C of its values per partition
-    (and no value outside the keys), so it adds at most min(C, |keys|) new values to each of <= L."""
-    return Sensitivity(max_groups, Fraction(min(max_rows, keys)))
+def distinct_sensitivity(max_groups: int, max_rows: int, keys: int | None) -> Sensitivity:
+    """COUNT(DISTINCT col): L0 = L, Linf = C, or min(C, |keys|) over a public key set.
+
+    A unit keeps at most C of its distinct values in each of its <= L partitions (lower/distinct.py:
+    MIN(v, C) over the distinct values of its rows there; at row level a row is a unit with one
+    value), and a group's count is the number of distinct values among what its units kept. That
+    number changes by at most one per kept value added or removed, whatever the equality (a
+    collation's classes, -0.0 = 0.0), so the unit's <= C values move it by at most C; what every
+    other unit keeps is a function of its own rows, the same in both neighbours. With public keys
+    only declared keys are kept, so also by at most |keys|. Adding the unit only adds values: the
+    count never falls (monotone)."""
+    return Sensitivity(max_groups, Fraction(max_rows if keys is None else min(max_rows, keys)))
 
 
 # The quantile tree (Hay et al. 2010 hierarchical histogram, as in Google's QuantileTree): branching

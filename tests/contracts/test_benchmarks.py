@@ -86,3 +86,12 @@ def test_the_quantiles_benchmark_runs_every_mechanism_at_2k_rows():
     assert set(cells) == {"min", "max", "median", "p90"}
     assert all(set(entries) == set(quantiles.MECHANISMS) for entries in cells.values())
     assert "## income_1k" in quantiles.markdown(results)
+
+
+def test_the_topk_benchmark_runs_at_20k_rows():
+    results = load("topk").zipf(runs=1, log=lambda line: None, rows=20_000, epsilons=(1.0,))
+    assert [(r["level"], r["k"]) for r in results] == [(level, k) for level in ("row", "user") for k in (10, 100, 1)]
+    assert all(0 <= r[way]["recall"] <= 1 for r in results for way in ("exponential", "noisy_values", "default"))
+    assert all(r["exponential"]["exponential"] and not r["noisy_values"]["exponential"] for r in results)
+    assert "| row | top-k | 10 | 1 |" in load("topk").markdown({"environment": "", "runs": 1, "sf": 1, "zipf": results,
+                                                          "tpch": []})

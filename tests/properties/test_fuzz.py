@@ -302,6 +302,26 @@ def _release_key(sql: str, plan) -> tuple | None:
         return None
 
 
+def _noised(plan, where: str) -> list:
+    """The measurements with noise; something is released with noise: a measurement of scale > 0 (or of
+    sensitivity 0: a constant), or a noisy top-k's choice (MODE may be all a query releases) at a
+    temperature > 0."""
+    measurements = list(getattr(plan, "measurements", ()))
+    top = getattr(plan, "top_k", None)
+    if not measurements and top is None:
+        raise FuzzFailure(("property", "no measurement"), f"answered without any measurement; {where}")
+    if top is not None and not (top.scale > 0 and top.loss.epsilon > 0):
+        raise FuzzFailure(("property", "top-k temperature"), f"top-k {top!r} chooses without noise; {where}")
+    noisy = []
+    for m in measurements:
+        scale, sensitivity = getattr(m, "scale", None), getattr(m, "sensitivity", None)
+        if isinstance(scale, numbers.Real) and scale > 0 and math.isfinite(scale):   # an exact Fraction
+            noisy.append(m)
+        elif not (scale == 0 and sensitivity.l1 == 0):  # sensitivity 0: a provably constant quantity
+            raise FuzzFailure(("property", "noise scale"), f"measurement {m!r} has scale {scale!r}; {where}")
+    return noisy
+
+
 def check_query(target: FuzzTarget, sql: str, kwargs: dict | None = None) -> str:
     """Run one query and check every property; return the outcome ("answered", "replayed" or the code).
 
@@ -339,16 +359,7 @@ def check_query(target: FuzzTarget, sql: str, kwargs: dict | None = None) -> str
     after = _spent(db.budget)
     if not isinstance(result, dpsql.Result):
         raise FuzzFailure(("property", "not a Result"), f"db.sql returned {type(result).__name__}; {where}")
-    measurements = list(getattr(result.plan, "measurements", ()))
-    if not measurements:
-        raise FuzzFailure(("property", "no measurement"), f"answered without any measurement; {where}")
-    noisy = []
-    for m in measurements:
-        scale, sensitivity = getattr(m, "scale", None), getattr(m, "sensitivity", None)
-        if isinstance(scale, numbers.Real) and scale > 0 and math.isfinite(scale):   # an exact Fraction
-            noisy.append(m)
-        elif not (scale == 0 and sensitivity.l1 == 0):  # sensitivity 0: a provably constant quantity
-            raise FuzzFailure(("property", "noise scale"), f"measurement {m!r} has scale {scale!r}; {where}")
+    noisy = _noised(result.plan, where)
     # Every measurement having sensitivity 0 (SUM(0), SUM(age * 0)) is allowed: such an answer is a
     # constant that no row can move, so releasing it exactly is 0-DP (decided by the lead).
     rows = result.fetchall()

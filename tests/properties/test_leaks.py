@@ -140,6 +140,23 @@ FINDINGS = [
     "SELECT tier, COUNT_IF(f64 / 0 > 1 AND NOT ok) AS n, COUNT_IF(CAST(f64 AS SMALLINT) < 0) AS m FROM people "
     "GROUP BY tier ORDER BY n DESC",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) txt, COUNT_IF(length(txt) > 3) AS n FROM visits GROUP BY txt",
+    # noisy top-k (issue 23): candidates are the public key set (empty groups included) or the selected
+    # groups; zero noise chooses the first k by key on both sides; the utilities spread within the range
+    "SELECT tier, COUNT(*) AS n FROM visits GROUP BY tier ORDER BY n DESC LIMIT 1",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grade, tier, SUM(f64) AS s FROM visits "
+    "GROUP BY grade, tier ORDER BY s LIMIT 3 OFFSET 1",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grade FROM people GROUP BY grade "
+    "ORDER BY COUNT_IF(i64 > 0) DESC, grade DESC LIMIT 2",
+    "SELECT MODE(tier) FROM visits WHERE CAST(txt AS INTEGER) > 1 OR i8 = '12'",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6, top_k = 'exponential') txt, COUNT(DISTINCT f64) AS n "
+    "FROM visits GROUP BY txt ORDER BY n DESC LIMIT 2",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) MODE(day) FROM visits",
+    # COUNT(DISTINCT col) of a column without keys (issue 23): the heavy person's NaN, -0.0, infinities,
+    # 100k-character strings and extreme dates counted as values, C of them per group
+    "SELECT clinic, COUNT(DISTINCT txt) AS t, COUNT(DISTINCT f64) AS f, COUNT(DISTINCT day) AS d FROM visits "
+    "GROUP BY clinic ORDER BY t DESC",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) txt, COUNT(DISTINCT ts) AS n, COUNT(DISTINCT i128) AS m "
+    "FROM people GROUP BY txt",
     # a per-person subquery's WHERE and arguments are guarded as a WHERE is (issue 28): the heavy
     # person's txt values ('', 100k characters, '1e400') fail these casts on one neighbour only
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) n, COUNT(*) AS people FROM (SELECT person_id, "

@@ -73,7 +73,8 @@ def movement(plan, before: dict, after: dict) -> dict:
 def spec_sensitivity(m: Measurement, plan) -> int:
     """How far one unit can move a measurement, from the spec alone (README, "Sensitivity"), with the L and
     C the rewrite enforces (plan.max_groups, plan.max_rows): COUNT and COUNT_IF L*C; SUM L*C*B grid steps; per-group
-    (GoogleSQL) bounds L*B; unit counts L; COUNT(DISTINCT col) L*min(C, |keys|); quantile tree 4*L*C."""
+    (GoogleSQL) bounds L*B; unit counts L; COUNT(DISTINCT col) L*min(C, |keys|), L*C without keys; quantile
+    tree 4*L*C."""
     L, C = plan.max_groups, plan.max_rows
     B = None
     if m.lower is not None:
@@ -81,7 +82,8 @@ def spec_sensitivity(m: Measurement, plan) -> int:
     if m.kind in ("units", "count_units"):
         return L
     if m.kind == "distinct":
-        return L * min(C, len(plan.table.columns[m.column].keys))
+        keys = plan.table.columns[m.column].keys
+        return L * (C if keys is None else min(C, len(keys)))
     if m.kind == "quantile":
         return TREE_DEPTH * L * C
     if m.bounding != "rows":

@@ -1,7 +1,9 @@
 """Each sensitivity is an upper bound: on random small tables and neighbours (one unit added, with
 many rows, NULL/NaN/inf values), the bounded aggregates the rewritten SQL computes with noise off
 move by at most the sensitivity the plan charges for: at most L0 partitions, each by at most Linf,
-and within the L1 and L2 norms it states (tests/support/checks.py within_sensitivity)."""
+and within the L1 and L2 norms it states (tests/support/checks.py within_sensitivity). A noisy
+top-k's utilities (issue 23) move with a spread max_i (u'_i - u_i) - min_i (u'_i - u_i) within the
+range each of its choices is charged for, all one way where it says they are monotone."""
 import math
 
 import duckdb
@@ -26,7 +28,7 @@ def measure(rows, plan) -> dict:
     for row in table.to_pylist():
         # NaN is one group in DuckDB but never equal to itself in Python: name it.
         key = tuple("NaN" if isinstance(row[k], float) and math.isnan(row[k]) else row[k] for k in key_cols)
-        out[key] = {m.name: row[m.name] for m in plan.measurements}
+        out[key] = {m.name: row[m.name] for m in plan.measurements} | ({"__u": row["__u"]} if plan.top_k else {})
     return out
 
 
@@ -42,6 +44,12 @@ QUERIES = [
     # groups from the query and the keys alone (issue 14): a CASE of literals, WHERE pruning the keys
     "SELECT CASE WHEN v > 0 THEN 'pos' WHEN v < 0 THEN 'neg' END AS s, COUNT(*), SUM(v) FROM t GROUP BY s",
     "SELECT grp, COUNT(*), SUM(v) FROM t WHERE grp IN ('a', 'c') AND v > 1 GROUP BY grp",
+    # noisy top-k (issue 23): the utilities of the candidates, besides the chosen groups' values
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grp, COUNT(*) AS n FROM t GROUP BY grp ORDER BY n DESC LIMIT 1",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grp, SUM(v) AS s FROM t GROUP BY grp ORDER BY s LIMIT 2",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grp FROM t GROUP BY grp ORDER BY COUNT(DISTINCT v) DESC LIMIT 2",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grp, COUNT_IF(v > 0) AS n, AVG(v) AS a FROM t GROUP BY grp ORDER BY n LIMIT 1",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') v, COUNT(*) AS n FROM t GROUP BY v ORDER BY n DESC LIMIT 2",   # private keys
 ]
 # GoogleSQL per-unit bounds: each unit's total (or mean) in a partition is clamped, whatever its rows.
 USER_QUERIES = QUERIES + [
@@ -53,7 +61,10 @@ USER_QUERIES = QUERIES + [
     "SELECT v, COUNT(DISTINCT grp) FROM t GROUP BY v",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 1, privacy_unit_column = u) grp, "
     "SUM(v, contribution_bounds_per_row => (0, 1), contribution_bounds_per_group => (0, 2)) FROM t GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grp, SUM(v, contribution_bounds_per_group => (0, 3)) AS s FROM t GROUP BY grp ORDER BY s DESC LIMIT 1",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grp, COUNT(*, contribution_bounds_per_group => (1, 4)) AS n FROM t GROUP BY grp ORDER BY n LIMIT 1",
 ]
+TOP_K = [q for q in USER_QUERIES if "LIMIT" in q]
 
 
 def check(plan, before, after):
@@ -62,19 +73,27 @@ def check(plan, before, after):
     for m in plan.measurements:
         moves = [after.get(k, zero)[m.name] - before.get(k, zero)[m.name] for k in before.keys() | after.keys()]
         assert within_sensitivity(m.sensitivity, moves) is None, (m.label, within_sensitivity(m.sensitivity, moves))
+    top = plan.top_k
+    if top is not None:   # a group on one side only is a candidate of the other's set, with no row there
+        changes = [after.get(k, {}).get("__u", 0) - before.get(k, {}).get("__u", 0) for k in before.keys() | after.keys()]
+        assert max(changes + [0]) - min(changes + [0]) <= top.range, (plan.sql, changes, top.range)
+        assert not top.monotone or all(c >= 0 for c in changes) or all(c <= 0 for c in changes), (plan.sql, changes)
 
 
-@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(45), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(ROW, max_size=40), extra=st.lists(st.tuples(st.sampled_from(KEYS + ["zz", None]), VALUES),
        min_size=1, max_size=25), L=st.integers(1, 3), C=st.integers(1, 3), b=bounds, sql=st.sampled_from(USER_QUERIES))
 @example(rows=[], extra=[("a", 1e-320)], L=1, C=1, b=[0.0, 5e-324], sql=QUERIES[0])  # subnormal bounds
+@example(rows=[], extra=[("a", 5.0)] * 4 + [("b", -5.0)] * 4, L=2, C=3, b=[-5.0, 5.0], sql=TOP_K[1])  # 2 Linf
+@example(rows=[(1, "a", 1.0)], extra=[("a", 2.0), ("b", float("nan")), ("c", 7.0)] * 3, L=3, C=2, b=[0.0, 5.0],
+         sql=TOP_K[1])   # bounds >= 0: monotone, Linf
 def test_user_level_sensitivity_bounds_one_unit_with_many_rows(rows, extra, L, C, b, sql):
     plan = plan_for("u", L, C, b[0], b[1], sql)
     neighbour = rows + [(99, grp, v) for grp, v in extra]
     check(plan, measure(rows, plan), measure(neighbour, plan))
 
 
-@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(ROW, max_size=40), extra=ROW, b=bounds, sql=st.sampled_from(QUERIES))
 def test_row_level_sensitivity_bounds_one_row(rows, extra, b, sql):
     plan = plan_for("row", 1, 1, b[0], b[1], sql)
@@ -115,16 +134,25 @@ COUNT_IF_QUERIES = [
     "SELECT COUNT_IF(CAST(v AS INTEGER) % 2 = 0 OR v < -10) AS n, COUNT(*) FROM t",
     "SELECT v, COUNT_IF(isnan(v) OR v >= 1) FROM t GROUP BY v",   # private keys: partition selection's count too
 ]
+# COUNT(DISTINCT v) of a column without keys (issue 23): the values as they are (NaN, infinities,
+# -0.0 beside 0.0), C of a unit's distinct values in each of its L partitions: L*C as well.
+KEYLESS_DISTINCT = ["SELECT grp, COUNT(DISTINCT v) FROM t GROUP BY grp", "SELECT COUNT(DISTINCT v), COUNT(*) FROM t",
+                    "SELECT v, COUNT(DISTINCT v), COUNT(*) FROM t GROUP BY v"]
+L_C_COUNTS = [(sql, "count_if") for sql in COUNT_IF_QUERIES] + [(sql, "distinct") for sql in KEYLESS_DISTINCT]
 
 
-@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(ROW, max_size=40), extra=st.lists(st.tuples(st.sampled_from(KEYS + ["zz", None]), VALUES),
-       min_size=1, max_size=25), L=st.integers(1, 3), C=st.integers(1, 3), sql=st.sampled_from(COUNT_IF_QUERIES),
+       min_size=1, max_size=25), L=st.integers(1, 3), C=st.integers(1, 4), query=st.sampled_from(L_C_COUNTS),
        row_level=st.booleans())
-def test_count_if_moves_by_at_most_L_C(rows, extra, L, C, sql, row_level):
-    """COUNT_IF(cond) is charged L*C (row level: 1), and one unit moves it by no more, whatever its rows."""
+@example(rows=[(0, "a", 0.0)], extra=[("a", -0.0), ("a", float("nan")), ("a", 1.0), ("a", 2.0)], L=1, C=2,
+         query=(KEYLESS_DISTINCT[0], "distinct"), row_level=False)   # -0.0 is 0.0; C = 2 of the other three
+def test_counts_move_by_at_most_L_C(rows, extra, L, C, query, row_level):
+    """COUNT_IF(cond) and COUNT(DISTINCT v) without keys are charged L*C (row level: 1), and one unit
+    moves them by no more, whatever its rows."""
+    sql, kind = query
     plan = plan_for("row", 1, 1, -100.0, 100.0, sql) if row_level else plan_for("u", L, C, -100.0, 100.0, sql)
-    counted = [m for m in plan.measurements if m.kind == "count_if"]
+    counted = [m for m in plan.measurements if m.kind == kind]
     assert counted and all(m.sensitivity.l1 == plan.max_groups * plan.max_rows for m in counted)
     neighbour = rows + ([(99, *extra[0])] if row_level else [(99, grp, v) for grp, v in extra])
     check(plan, measure(rows, plan), measure(neighbour, plan))
@@ -208,6 +236,27 @@ def test_count_distinct_per_unit_compares_in_the_columns_collation():
     units = sorted(testing.duckdb_connection(db).sql(exact_sql(plan, "SELECT __unit, v_m0 FROM __m0_values")).fetchall())
     assert [(u, len(v)) for u, v in units] == [(1, 2), (2, 1), (3, 1)]
     assert testing.run(db, "SELECT COUNT(DISTINCT grp) FROM t", noise="identity").rows == [(2,)]
+
+
+def test_count_distinct_of_a_column_without_keys_is_tight():
+    """A unit with C + 2 new distinct values in every group moves the count by exactly L*C."""
+    plan = plan_for("u", 2, 3, 0.0, 10.0, "SELECT grp, COUNT(DISTINCT v) FROM t GROUP BY grp")
+    unit = [(99, k, float(i)) for k in KEYS for i in range(5)]
+    before, after = measure([], plan), measure(unit, plan)
+    m = plan.measurements[0]
+    assert sum(abs(after[k][m.name] - before[k][m.name]) for k in before) == m.sensitivity.l1 == 6
+
+
+def test_the_range_of_a_top_k_is_tight():
+    """A unit with C rows of the upper bound in one group and of the lower in another moves a count's
+    utilities by exactly C (monotone), a SUM's over [-5, 5] by -C*B and C*B: the range each choice is
+    charged for, no slack."""
+    for sql in TOP_K[:2]:
+        plan = plan_for("u", 2, 3, -5.0, 5.0, sql)
+        before, after = measure([], plan), measure([(99, "a", 5.0)] * 4 + [(99, "b", -5.0)] * 4, plan)
+        changes = [after.get(k, {}).get("__u", 0) - before.get(k, {}).get("__u", 0) for k in before.keys() | after.keys()]
+        linf = plan.top_k.utility.sensitivity.per_partition
+        assert max(changes) - min(changes) == plan.top_k.range == linf * (1 if plan.top_k.monotone else 2)
 
 
 # MIN, MAX and the quantile rules (issue 23): each group's histogram moves by at most C values in at

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 import dpsql
-from dpsql.lower.names import choice_function
+from dpsql.lower.names import choice_function, top_k_function
 from tests.support import sql_tree
 
 KEYS = ["a", "b", "c"]
@@ -49,16 +49,21 @@ def _with_final(tree: exp.Select, final: str) -> str:
 
 def noiseless(rows, plan) -> duckdb.DuckDBPyConnection:
     """Table t holding ``rows``, with the plan's noise function registered as the identity (and a
-    quantile rule's choice function, if it calls one, answering cell 0)."""
+    quantile rule's choice function, if it calls one, answering cell 0; a top-k's choice function as the
+    first candidates by number: lower/top_k.py)."""
     con = duckdb.connect()
     con.execute("CREATE TABLE t (u BIGINT, grp VARCHAR, v DOUBLE)")
     if rows:
         con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
     big = duckdb.sqltype("BIGINT")
+    listed = duckdb.list_type(big)
     for name in sql_tree.qualified_calls(sql_tree.tree(plan), "system.main"):
         if name == choice_function(name.removesuffix("_choice")) and name.endswith("_choice"):
             con.create_function(name, lambda cells, counts, given: pa.array([0] * len(cells), type=pa.int64()),
-                                [duckdb.list_type(big)] * 3, big, type="arrow", side_effects=True)
+                                [listed] * 3, big, type="arrow", side_effects=True)
+        elif name == top_k_function(name.removesuffix("_top_k")) and name.endswith("_top_k"):
+            con.create_function(name, lambda ids, u, k, a, b: sorted(ids)[:k], [listed, listed] + [big] * 3,
+                                listed, side_effects=True)
         else:
             con.create_function(name, lambda x, code, a, b, c: x, [big] * 5, big, type="arrow", side_effects=True)
     return con

@@ -101,6 +101,7 @@ def measurements_by_group(outcome: Outcome) -> dict[tuple, dict[str, int]]:
     table = outcome.table
     keys = [c for c in table.column_names if c.startswith("k")]
     names = [m.name for m in outcome.plan.measurements if m.kind != "quantile"]
+    names += ["__u"] if outcome.plan.top_k is not None else []
     columns = python_columns(table)
     groups: dict[tuple, dict[str, int]] = {}
     for i in range(table.num_rows):
@@ -124,6 +125,11 @@ def bounded_measurements(sql: str, name: str, before: Outcome, after: Outcome) -
         broken = within_sensitivity(m.sensitivity, moves)
         assert broken is None, f"measurement {m.name} ({m.label}) moved beyond {m.sensitivity}: {broken}, " \
                                f"neighbour {name}, for {sql!r}"
+    top = before.plan.top_k
+    if top is not None:   # a top-k's utilities: their changes spread within the range of one choice
+        changes = [(a.get(k) or {}).get("__u", 0) - (b.get(k) or {}).get("__u", 0) for k in b.keys() | a.keys()]
+        spread = max(changes + [0]) - min(changes + [0])
+        assert spread <= top.range, f"top-k utilities spread {spread} > {top.range}, neighbour {name}, for {sql!r}"
 
 
 def identical_release(sql: str, name: str, before: Outcome, after: Outcome) -> None:

@@ -82,13 +82,14 @@ def aggregate_arguments(select: exp.Select, scope: Scope) -> None:
         if isinstance(arg, exp.Distinct):
             inner = arg.expressions[0] if len(arg.expressions) == 1 else None
             policy = scope.table.columns.get(name_of(inner)) if isinstance(inner, exp.Column) else None
-            if form.distinct and policy is not None and policy.keys is not None:
-                continue   # COUNT(DISTINCT col) over a public key set: at most |keys| values
+            if form.distinct and policy is not None:
+                continue   # COUNT(DISTINCT col): C values per unit and partition (L*C), |keys| at most if public
             if not form.distinct:
                 raise scope.refuse("DP303", f"{fname}(DISTINCT ...) is not supported", agg,
-                                   hint="only COUNT takes DISTINCT: of the privacy unit, or of a column with public keys")
-            raise scope.refuse("DP303", f"{fname}(DISTINCT ...) needs a column with public keys, or the privacy "
-                               "unit: its count could otherwise reveal values only the data holds", agg)
+                                   hint="only COUNT takes DISTINCT: of a column, or of the privacy unit")
+            raise scope.refuse("DP303", f"{fname}(DISTINCT ...) takes one column, not "
+                               f"{inner.sql(dialect='duckdb') if inner is not None else 'several'}", inner or agg,
+                               hint="count the distinct values of a column: COUNT(DISTINCT zip)")
         if form.star and isinstance(arg, exp.Star):
             continue
         if arg is None or isinstance(arg, exp.Star) or agg.args.get("expressions") or _more_arguments(agg) or \

@@ -150,7 +150,9 @@ class Typed:
         if kind == 2:
             per_table = ["COUNT(DISTINCT person_id)", "COUNT(DISTINCT clinic)", "COUNT(person_id)"] if user else \
                 ["COUNT(DISTINCT sex)"]
-            return self.pick(["COUNT(DISTINCT tier)", "COUNT(DISTINCT grade)", "COUNT(DISTINCT flag)", *per_table])
+            keyless = [f"COUNT(DISTINCT {c})" for c in ("txt", "f64", "day", "i8", "ok")]   # no keys: L*C (issue 23)
+            return self.pick(["COUNT(DISTINCT tier)", "COUNT(DISTINCT grade)", "COUNT(DISTINCT flag)", *per_table,
+                              *keyless])
         fname = self.pick(["SUM", "SUM", "AVG", "AVG", "VAR_POP", "VAR_SAMP", "STDDEV_POP", "STDDEV_SAMP",
                            "MEDIAN", "QUANTILE_CONT", "MIN", "MAX"])
         q = f", {self.pick(['0', '0.1', '0.5', '0.9', '1'])}" if fname == "QUANTILE_CONT" else ""
@@ -189,6 +191,8 @@ class Typed:
             options.append(f"delta = {self.pick(['1e-6', '1e-3', '0.1'])}")
         if self.table == "visits" and self.with_bounds and self.chance(20):
             options.append(f"max_groups_contributed = {self.pick(['1', '2', '5'])}")
+        if self.chance(10):   # a noisy top-k where the query's ORDER BY ... LIMIT has its shape (DP308 else)
+            options.append("top_k = 'exponential'")
         dp = f"WITH DIFFERENTIAL_PRIVACY OPTIONS({', '.join(options)}) " if options else ""
         sql = f"SELECT {dp}{', '.join(outputs)} FROM {self.table}"
         if self.chance(60):

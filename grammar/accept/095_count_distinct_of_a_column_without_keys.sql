@@ -1,0 +1,1 @@
+SELECT clinic, COUNT(DISTINCT cost) AS costs FROM visits GROUP BY clinic

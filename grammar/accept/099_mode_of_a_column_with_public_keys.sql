@@ -1,0 +1,1 @@
+SELECT MODE(state) FROM people WHERE age > 30

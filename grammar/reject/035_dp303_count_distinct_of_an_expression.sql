@@ -1,0 +1,3 @@
+-- expect: DP303
+-- caret: age + 1
+SELECT COUNT(DISTINCT age + 1) FROM people

@@ -1,2 +1,0 @@
--- expect: DP303
-SELECT COUNT(DISTINCT zip) FROM people

@@ -1,0 +1,2 @@
+-- expect: DP304
+SELECT MODE(zip) FROM people
