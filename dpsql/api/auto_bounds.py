@@ -126,11 +126,11 @@ def choose(counts: Mapping[int, float], threshold: float, integer: bool, rows_pe
     """
     kept = _kept(counts, threshold, sd)
     edges = _edges(integer)
+    lows = [(low, _clipped(kept, -1, low, edges)) for low in _candidates(kept, -1, edges)]
     best: tuple[float, float, float] | None = None
     for high in _candidates(kept, 1, edges):
         over = _clipped(kept, 1, high, edges)
-        for low in _candidates(kept, -1, edges):
-            under = _clipped(kept, -1, low, edges)
+        for low, under in lows:
             noise = math.sqrt(2) * rows_per_unit * max(low, high) / for_epsilon
             error = math.hypot(over + under, noise)
             if best is None or error < best[0]:

@@ -147,11 +147,6 @@ def top_k(source: RandomSource, utilities, gamma: Fraction, k: int) -> list[int]
     return chosen
 
 
-def _grid(scale: Fraction) -> Fraction:
-    """The scale rounded up to 12 significant bits (replay keys and the ledger stay short)."""
-    return laplace.dyadic_scale(scale)
-
-
 class Exponential:
     """The exponential mechanism: a choice among candidates, P(i) ~ m_i exp(u_i / s), s the scale."""
 
@@ -166,17 +161,18 @@ class Exponential:
         return [Loss.pure(share(epsilon, len(sensitivities)))] * len(sensitivities), 0.0
 
     def calibrate(self, sensitivity: Sensitivity, loss: Loss) -> Fraction:
-        """The smallest grid scale within ``loss``: l1 / epsilon (pure), sqrt(l2^2 / (8 rho)) (zCDP)."""
+        """The smallest scale on laplace.dyadic_scale's grid (12 significant bits) within ``loss``:
+        l1 / epsilon (pure), sqrt(l2^2 / (8 rho)) (zCDP)."""
         if loss.measure == PURE:
             if loss.epsilon <= 0:
                 raise ValueError(f"no scale meets {loss}")
-            return _grid(sensitivity.l1 / loss.epsilon)
+            return laplace.dyadic_scale(sensitivity.l1 / loss.epsilon)
         rho = loss.rho if loss.measure == ZCDP else zcdp_rho(loss.epsilon, loss.delta)
         if rho <= 0:
             raise ValueError(f"no scale meets {loss}")
-        scale = _grid(Fraction(math.sqrt(float(sensitivity.l2_squared / (8 * rho)))))
+        scale = laplace.dyadic_scale(Fraction(math.sqrt(float(sensitivity.l2_squared / (8 * rho)))))
         while not self.covers(Release(self.name, sensitivity, scale), Loss.zcdp(rho)):
-            scale = _grid(scale * (1 + Fraction(1, 2 ** 11)))
+            scale = laplace.dyadic_scale(scale * (1 + Fraction(1, 2 ** 11)))
         return scale
 
     def covers(self, release: Release, loss: Loss) -> bool:
