@@ -6,17 +6,13 @@ from __future__ import annotations
 from sqlglot import exp
 from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.plan.model import Plan
-from dpsql.sql.literals import key_text
-from dpsql.sql.build import alias, cast, col, conjunction, ident, join
+from dpsql.sql.literals import key_literal
+from dpsql.sql.build import alias, col, conjunction, ident, join
 from dpsql.lower.names import key_names
 from dpsql.lower.guard import column_types, safe
 from dpsql.sql.guard import guarded, quoted
 from dpsql.sql.totality import narrow_dates
 from dpsql.frontend.derived import branch_choice
-
-
-def key_literal(value, sql_type: str) -> exp.Expression:
-    return cast(exp.Literal.string(key_text(value)), sql_type)
 
 
 def key_columns(plan: Plan) -> list:

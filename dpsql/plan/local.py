@@ -27,8 +27,8 @@ from dpsql.mechanisms.randomized_response import RandomizedResponse, estimate
 from dpsql.plan.build import check_release_options
 from dpsql.plan.text import CONFIDENCE, fmt
 from dpsql.policy.model import Policy
-from dpsql.sql.build import alias, cast, col, num, select
-from dpsql.sql.literals import key_text
+from dpsql.sql.build import alias, col, num, select
+from dpsql.sql.literals import key_literal
 
 CATEGORY, REPORTS = "__dpsql_category", "__dpsql_reports"   # the counting query's two columns
 
@@ -100,8 +100,8 @@ def local_plan(query: LocalQuery, sql: str, policy: Policy, confidence: float | 
     check_release_options(confidence, nonnegative)
     column = policy.tables[query.table].columns[query.column]
     assert column.keys is not None and column.randomized is not None
-    category = exp.Case(ifs=[exp.If(this=exp.EQ(this=col(query.column), expression=cast(
-        exp.Literal.string(key_text(value)), column.sql_type)), true=num(i)) for i, value in enumerate(column.keys)])
+    category = exp.Case(ifs=[exp.If(this=exp.EQ(this=col(query.column), expression=key_literal(value, column.sql_type)),
+                                    true=num(i)) for i, value in enumerate(column.keys)])
     counting = select(alias(category, CATEGORY), alias(exp.Count(this=exp.Star()), REPORTS), source=query.table,
                       group=[num(1)])
     return LocalPlan(sql, query, tuple(column.keys), column.randomized, CONFIDENCE if confidence is None else confidence,

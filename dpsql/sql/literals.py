@@ -22,6 +22,8 @@ import re
 
 from sqlglot import exp
 
+from dpsql.sql.build import cast
+
 DATE_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}")
 TIMESTAMP_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2}(\.\d{1,6})?)?")
 _TIMESTAMP_DTYPES = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ, exp.DataType.Type.DATETIME)
@@ -92,3 +94,9 @@ def key_text(value) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def key_literal(value, sql_type: str) -> exp.Expression:
+    """A declared key as a literal of its column's type (keys were checked to cast cleanly at connect)."""
+    return cast(exp.Literal.string(key_text(value)), sql_type)
+
