@@ -110,12 +110,18 @@ class PrivacyViolation(UnsupportedConstruct):
 
 
 class NeedsBounds(UnsupportedConstruct):
-    """The query needs the bounds of ``bounds: auto`` columns not chosen yet (DP330). A query asked
+    """The query needs the bounds of ``bounds: auto`` columns, or the automatic contribution bounds of
+    its tables, not chosen yet (DP330). A query asked
     through the connection never shows it: the connection chooses them (a DP query, charged) and
     plans again (api/auto_bounds.py); explain, which spends nothing, says so with it."""
     code = "DP330"
     default_rule = "automatic_bounds"
     columns: tuple[tuple[str, str], ...] = ()   # (table, column) of each, in the policy's names
+    # ``max_rows_per_unit: auto`` / ``max_groups_per_unit: auto`` not chosen yet: (table, "rows" | "groups")
+    contributions: tuple[tuple[str, str], ...] = ()
+    partitions: int | None = None   # the query's partitions when its keys are public (for choosing L)
+    unit: str | None = None         # the name the query's person is read by (its relation's unit column)
+    limits: tuple[int, int] = (1, 1)   # the query's L and C where they are not automatic
 
 
 class InvalidParameter(DpsqlError):

@@ -112,7 +112,9 @@ def _function(db: PrivateConnection, noise: str) -> str:
 
 def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: float | None = None, *,
           noise: str = "identity", sampling: str = "hash", stage: str = "output", **options) -> Plan | PublicPlan:
-    """The query's plan lowered to SQL whose noise calls are the noiseless ``noise`` function."""
+    """The query's plan lowered to SQL whose noise calls are the noiseless ``noise`` function (with the
+    automatic contribution bounds ``db.sql`` chose for it, if any)."""
+    options.setdefault("limits", db._auto_limits.get(sql))
     return db._lowered(sql, epsilon, delta, noise_function=_function(db, noise), sampling=sampling, stage=stage,
                        **options)
 

@@ -14,7 +14,7 @@ the bounds are chosen once per data version.
 The choice is post-processing of the noisy counts, so free. Bins whose noisy count is below the
 threshold an empty bin exceeds with probability at most 0.1% / bins (the mechanism's error bound)
 count as empty, except the tail beyond them, which counts as its decay predicts where the noisy
-counts agree (``_kept``); among the powers of two up to the largest non-empty bin, the upper bound (and,
+counts agree (``kept``); among the powers of two up to the largest non-empty bin, the upper bound (and,
 mirrored, the lower) minimises the estimated root-mean-square error of a SUM at
 ``auto_bounds.for_epsilon``: the values clipped (each bin's count times its distance from the bound,
 at the bin's middle) against the Laplace noise of a sum bounded there (sqrt 2 C max(|lower|, upper) /
@@ -81,6 +81,11 @@ def _clipped(counts: Mapping[int, float], sign: int, bound: float, edges: list[F
     return total
 
 
+def clipped_above(counts: Mapping[int, float], bound: float) -> float:
+    """``_clipped`` of an integer histogram's positive side: how far above ``bound`` its values are, in all."""
+    return _clipped(counts, 1, bound, _edges(True))
+
+
 def _candidates(counts: Mapping[int, float], sign: int, edges: list[Fraction]) -> list[float]:
     """0, and the powers of two and their halfway points up to the outermost non-empty bin's end."""
     top = max((abs(b) for b in counts if b * sign > 0), default=0)
@@ -88,7 +93,7 @@ def _candidates(counts: Mapping[int, float], sign: int, edges: list[Fraction]) -
     return [0.0] + sorted(powers + [1.5 * p for p in powers[:-1]])
 
 
-def _kept(counts: Mapping[int, float], strict: float, sd: float) -> dict[int, float]:
+def kept(counts: Mapping[int, float], strict: float, sd: float) -> dict[int, float]:
     """The bins taken as non-empty: those at or above ``strict`` (an empty bin passes with probability
     at most MISSED in all), and on each side the tail beyond the outermost of them, bin after bin, as
     its decay predicts (the ratio of that bin's count to the one before it, shrinking as the ratio
@@ -124,12 +129,12 @@ def choose(counts: Mapping[int, float], threshold: float, integer: bool, rows_pe
     >>> choose({1: 0.0, 3: 500.0, 4: 40.0, 9: 1.0}, 5.0, True, 1, 1.0)
     (0.0, 16.0)
     """
-    kept = _kept(counts, threshold, sd)
+    kept_bins = kept(counts, threshold, sd)
     edges = _edges(integer)
-    lows = [(low, _clipped(kept, -1, low, edges)) for low in _candidates(kept, -1, edges)]
+    lows = [(low, _clipped(kept_bins, -1, low, edges)) for low in _candidates(kept_bins, -1, edges)]
     best: tuple[float, float, float] | None = None
-    for high in _candidates(kept, 1, edges):
-        over = _clipped(kept, 1, high, edges)
+    for high in _candidates(kept_bins, 1, edges):
+        over = _clipped(kept_bins, 1, high, edges)
         for low, under in lows:
             noise = math.sqrt(2) * rows_per_unit * max(low, high) / for_epsilon
             error = math.hypot(over + under, noise)

@@ -44,7 +44,7 @@ from dpsql.lower.rewrite import rewrite
 from dpsql.engines import versions
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.frontend.validate import validate
-from dpsql.api import auto_bounds, replay
+from dpsql.api import auto_bounds, auto_contributions, replay
 from dpsql.api.replay import plan_signature
 from dpsql.api.result import Result
 from dpsql.api.budget_note import budget_note
@@ -81,6 +81,9 @@ class PrivateConnection:
         self._declared_policy = policy
         self._auto_columns = [(t.name, c.name) for t in policy.tables.values() for c in t.columns.values() if c.auto]
         self._auto_bounds: dict[tuple[str, str], tuple[float, float]] = {}
+        # ``max_groups_per_unit: auto`` and ``max_rows_per_unit: auto``: (L, C) chosen per query text
+        # likewise (api/auto_contributions.py); None where the query's bound is not automatic.
+        self._auto_limits: dict[str, tuple[int | None, int | None]] = {}
         engine.register_noise(self._noise_function, self._noise_udf)
         engine.register_choice(choice_function(self._noise_function), self._choice_udf)
         engine.register_top_k(top_k_function(self._noise_function), self._choose)
@@ -120,37 +123,66 @@ class PrivateConnection:
     def _planned(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None,
                  deadline: float | None, mechanism: str | None = None) -> Entry:
         """The plan of this call, from the analyst's plan cache (api/plan_cache.py) when asked before."""
-        call = plan_key(sql, epsilon, delta, ci, nonnegative, mechanism)
+        limits = self._auto_limits.get(sql)
+        call = plan_key(sql, epsilon, delta, ci, nonnegative, mechanism, limits)
         return self._plans.lookup(analyst, call, lambda: self._lowered(
             sql, epsilon, delta, ci=ci, nonnegative=nonnegative, reader=analyst, deadline=deadline,
-            mechanism=mechanism))
+            mechanism=mechanism, limits=limits))
 
     def _planned_with_bounds(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None,
                              deadline: float | None, mechanism: str | None) -> Entry:
-        """``_planned``, after choosing the automatic bounds it needs (api/auto_bounds.py): each one
-        is a DP query of its own, charged to this caller, then the query is planned again."""
-        for _ in range(len(self._auto_columns) + 1):
+        """``_planned``, after choosing the automatic bounds it needs (api/auto_bounds.py,
+        api/auto_contributions.py): each one is a DP query of its own, charged to this caller, then
+        the query is planned again."""
+        for _ in range(len(self._auto_columns) + 2):
             try:
                 return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, deadline, mechanism)
             except NeedsBounds as need:
                 for table, column in need.columns:
                     self._choose_bounds(table, column, analyst, deadline)
+                if need.contributions:
+                    self._choose_contributions(sql, need, analyst, deadline)
         return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, deadline, mechanism)
 
+    def _histogram(self, text: str, epsilon: float, analyst: str | None,
+                   deadline: float | None) -> tuple[dict, tuple[float, float]]:
+        """A bounds histogram asked as any DP query (charged, or replayed for free once paid for this
+        data version): its noisy counts by bin (a tuple of bins when it has several keys), and the
+        thresholds its plan gives."""
+        result = self.sql(text, epsilon=epsilon, delta=0.0, mechanism=PURE_NOISE.option, analyst=analyst,
+                          deadline=deadline, nonnegative=False)
+        counts = {(int(r[0]) if len(r) == 2 else tuple(int(b) for b in r[:-1])): float(r[-1])
+                  for r in result.fetchall() if None not in r}
+        return counts, auto_bounds.thresholds(result.plan)
+
     def _choose_bounds(self, table: str, column: str, analyst: str | None, deadline: float | None) -> None:
-        """One auto column's bounds: its histogram asked as any DP query (charged, or replayed for
-        free once paid for this data version), the bounds chosen from it (post-processing)."""
+        """One auto column's bounds, chosen from its histogram (post-processing)."""
         if (table, column) in self._auto_bounds:
             return
-
-        def ask(text: str, epsilon: float) -> tuple[dict[int, float], tuple[float, float]]:
-            result = self.sql(text, epsilon=epsilon, delta=0.0, mechanism=PURE_NOISE.option, analyst=analyst,
-                              deadline=deadline, nonnegative=False)
-            counts = {int(b): float(n) for b, n in result.fetchall() if b is not None and n is not None}
-            return counts, auto_bounds.thresholds(result.plan)
         declared = self._declared_policy.tables[table].columns[column]
-        self._auto_bounds[(table, column)] = auto_bounds.chosen(self.policy, table, declared, ask)
+        self._auto_bounds[(table, column)] = auto_bounds.chosen(
+            self.policy, table, declared, lambda text, eps: self._histogram(text, eps, analyst, deadline))
         self.policy = auto_bounds.with_bounds(self._declared_policy, self._auto_bounds)
+
+    def _choose_contributions(self, sql: str, need: NeedsBounds, analyst: str | None,
+                              deadline: float | None) -> None:
+        """The automatic L and C of this query, chosen from the histogram of people by their rows and
+        groups (api/auto_contributions.py)."""
+        assert self.policy.auto_bounds is not None and need.unit is not None
+        rules = self.policy.auto_bounds
+        try:
+            text = auto_contributions.histogram_sql(sql, need.unit)
+            counts, (strict, sd) = self._histogram(text, rules.epsilon, analyst, deadline)
+        except DpsqlError as e:
+            raise NeedsBounds("DP330", "the automatic contribution bounds cannot be chosen for this query: its "
+                                       f"rows and groups per person cannot be counted ({e.message})", sql=sql,
+                              hint="pass OPTIONS(max_groups_contributed = n) for L, or declare max_groups_per_unit "
+                                   "and max_rows_per_unit for its tables") from None
+        waiting = {kind for _, kind in need.contributions}
+        L, C = auto_contributions.choose(auto_contributions.nonempty(counts, strict, sd), rules.for_epsilon,
+                                         need.partitions, None if "groups" in waiting else need.limits[0],
+                                         None if "rows" in waiting else need.limits[1])
+        self._auto_limits[sql] = (L if "groups" in waiting else None, C if "rows" in waiting else None)
 
     def _seconds(self, seconds: float | None) -> float | None:
         """A call's deadline: its own seconds (checked, DP401), else the connection's (``limits.deadline``)."""
@@ -158,7 +190,8 @@ class PrivateConnection:
 
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
                  nonnegative: bool = True, noise_function: str | None = None, reader: str | None = None,
-                 deadline: float | None = None, mechanism: str | None = None, **lowering) -> Plan | PublicPlan | LocalPlan:
+                 deadline: float | None = None, mechanism: str | None = None,
+                 limits: tuple[int | None, int | None] | None = None, **lowering) -> Plan | PublicPlan | LocalPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
         over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
         Its input is bounded first (frontend/size.py): planning is linear in it, so it is not
@@ -176,6 +209,8 @@ class PrivateConnection:
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = mode_as_top_one(fold_constants(statement, sql), sql)
             scope = self._public_keys(statement, validate(statement, sql, policy), reader, deadline)
+            if limits is not None:   # automatic L and C, chosen for this query
+                scope = auto_contributions.applied(scope, *limits)
             self._check_lookups(scope.table, reader, deadline)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)

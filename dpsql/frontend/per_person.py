@@ -78,7 +78,7 @@ def _check_shape(inner: exp.Select, table: TablePolicy, sql: str) -> None:
         node = item.unalias()
         if isinstance(node, exp.Column) and node.name.lower() == table.privacy_unit:
             continue
-        if not isinstance(node, PER_PERSON) or isinstance(node.this, exp.Distinct):
+        if not isinstance(node, PER_PERSON) or (isinstance(node.this, exp.Distinct) and not isinstance(node, exp.Count)):
             raise _refuse("DP102", "a per-person subquery selects the person and COUNT, SUM, AVG, MIN or MAX "
                                    "of their rows", node, sql)
     if not any(isinstance(i.unalias(), exp.Column) for i in inner.expressions):
@@ -139,8 +139,10 @@ def _check_expressions(inner: exp.Select, table: TablePolicy, sql: str, policy: 
     aggregates = [i.unalias() for i in inner.expressions if isinstance(i.unalias(), PER_PERSON)]
     # An aggregate without an argument (``COUNT(+)`` parses so) goes to the probe as written: the
     # top level's rule refuses it (DP302).
-    probes = [exp.Count(this=a.this.copy()) if a.this is not None else a.copy() for a in aggregates
-              if not isinstance(a.this, exp.Star) and not _counts_rows(a, table)]
+    arguments = [e for a in aggregates for e in (a.this.expressions if isinstance(a.this, exp.Distinct) else [a])]
+    probes = [exp.Count(this=a.this.copy()) if isinstance(a, exp.Func) and a.this is not None else
+              a.copy() if isinstance(a, exp.Func) else exp.Count(this=a.copy())
+              for a in arguments if not isinstance(a.this, exp.Star) and not _counts_rows(a, table)]
     probe = exp.select(exp.Count(this=exp.Star()), *probes).from_(inner.args["from_"].this.copy())
     if inner.args.get("where") is not None:
         probe = probe.where(inner.args["where"].this.copy(), copy=False)
@@ -160,6 +162,10 @@ def _aggregate(node: exp.Expression, types, table: TablePolicy, sql: str) -> tup
     if isinstance(node, exp.Count):
         if isinstance(argument, exp.Star):
             return exp.Count(this=exp.Star()), "BIGINT"
+        if isinstance(argument, exp.Distinct):   # the number of distinct values (or tuples) in a person's rows
+            values = [quoted(e) for e in argument.expressions]
+            values = [v if is_total(v, types) else exp.Anonymous(this="TRY", expressions=[v]) for v in values]
+            return exp.Count(this=exp.Distinct(expressions=values)), "BIGINT"
         value = quoted(argument)
         return exp.Count(this=value if is_total(value, types) else exp.Anonymous(this="TRY", expressions=[value])), "BIGINT"
     if isinstance(node, (exp.Min, exp.Max)):

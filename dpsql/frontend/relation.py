@@ -76,8 +76,17 @@ def build(select: exp.Select, instances: dict[str, Instance], policy: Policy) ->
     deepest = max(private, key=lambda i: (len(i.table.path), i.table.max_rows_per_unit))
     relation = TablePolicy(name=name, privacy_unit=unit_name, columns=columns,
                            max_groups_per_unit=max(i.table.max_groups_per_unit for i in private),
-                           max_rows_per_unit=deepest.table.max_rows_per_unit, source=source)
+                           max_rows_per_unit=deepest.table.max_rows_per_unit, source=source,
+                           auto_contributions=_automatic(private, deepest))
     return relation, renames
+
+
+def _automatic(private: list[Instance], deepest: Instance) -> tuple[tuple[str, str], ...]:
+    """The relation's ``auto`` bounds: its L if any table's is (L is their largest), its C if the table
+    it takes C from has it."""
+    groups = [a for i in private for a in i.table.auto_contributions if a[1] == "groups"]
+    rows = [a for a in deepest.table.auto_contributions if a[1] == "rows"]
+    return tuple(dict.fromkeys(groups[:1] + rows))
 
 
 def _unit_name(private: list[Instance], instances: dict[str, Instance]) -> str:

@@ -17,7 +17,7 @@ import math
 
 from sqlglot import exp
 
-from dpsql.errors import InvalidParameter, PrivacyViolation
+from dpsql.errors import InvalidParameter, NeedsBounds, PrivacyViolation
 from dpsql.policy.model import TablePolicy
 from dpsql.frontend.options import aggregate_bounds
 from dpsql.mechanisms.base import OPTIONS, Mechanism, choose, mechanism
@@ -346,10 +346,31 @@ def _contribution_limits(scope: Scope, keys: list[GroupKey]) -> tuple[int, int]:
     table = scope.table
     L = 1 if table.row_level else (scope.options.max_groups or table.max_groups_per_unit)
     bounds = [k.domain_bound for k in keys]
-    if None not in bounds:
+    partitions = None if None in bounds else math.prod(bounds)
+    if partitions is not None:
         # A unit can only reach as many partitions as there are: a global aggregate has L = 1.
-        L = min(L, math.prod(bounds))
-    return L, 1 if table.row_level else table.max_rows_per_unit
+        L = min(L, partitions)
+    C = 1 if table.row_level else table.max_rows_per_unit
+    _needs_contribution_bounds(scope, bool(keys) and not scope.options.max_groups and partitions != 1,
+                               partitions, (L, C))
+    return L, C
+
+
+def _needs_contribution_bounds(scope: Scope, grouped: bool, partitions: int | None, limits: tuple[int, int]) -> None:
+    """DP330 while a table's ``auto`` L or C is not chosen: C always, L where the query's
+    grouping (unless OPTIONS(max_groups_contributed) gives it, or it cannot matter). The connection
+    chooses them for the query by a DP query and plans again (api/auto_contributions.py). Every plan
+    reads L and C here, so none is ever built on the placeholder 1."""
+    waiting = tuple(a for a in scope.table.auto_contributions if a[1] == "rows" or grouped)
+    if not waiting:
+        return
+    names = ", ".join(f"{t}.{'max_rows_per_unit' if k == 'rows' else 'max_groups_per_unit'}" for t, k in waiting)
+    err = scope.refuse("DP330", f"the automatic contribution bounds {names} are not chosen yet", None,
+                       cls=NeedsBounds, rule="automatic_bounds",
+                       hint="a query that needs them chooses them first (a DP histogram of each person's rows "
+                            "or groups, charged at the policy's auto_bounds epsilon); explain spends nothing")
+    err.contributions, err.partitions, err.unit, err.limits = waiting, partitions, scope.table.privacy_unit, limits
+    raise err
 
 
 def _selection(measurements: list[Measurement], L: int, delta: float) -> Selection:

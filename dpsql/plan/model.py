@@ -64,6 +64,8 @@ class Plan:
         if self.table.row_level:
             return 1
         L = min(self.max_groups_option or self.table.max_groups_per_unit, self.table.max_groups_per_unit)
+        if self.max_groups_option and any(k == "groups" for _, k in self.table.auto_contributions):
+            L = self.max_groups_option   # an automatic L: chosen for this query (api/auto_contributions.py)
         return L if self.partitions is None else min(L, self.partitions)
 
     @property
@@ -131,6 +133,13 @@ def _explain(plan: Plan) -> str:
     if automatic:
         lines.append("automatic bounds (bounds: auto; chosen by a DP histogram, paid once per data version): "
                      + ", ".join(f"{c.name} [{c.lower:g}, {c.upper:g}]" for c in automatic))
+    chosen = [f"C = {plan.max_rows} (max_rows_per_unit: auto)"] if t.auto_chosen else []
+    if plan.max_groups_option and any(k == "groups" for _, k in t.auto_contributions):
+        chosen.append(f"L = {plan.max_groups} (max_groups_per_unit: auto, unless the query's OPTIONS give "
+                      "max_groups_contributed)")
+    if chosen:
+        lines.append("automatic contribution bounds: " + "; ".join(chosen) + ", chosen for this query's tables "
+                     "and groups by a DP histogram of people by their rows and groups (paid once per data version)")
     if plan.group_keys:
         keys = ", ".join(key_description(k) for k in plan.group_keys)
         if plan.selection is None:

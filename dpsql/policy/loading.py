@@ -205,6 +205,20 @@ def _public_table(name: str, spec: Mapping, path: str) -> TablePolicy:
     return TablePolicy(name=name, privacy_unit=ROW, columns=columns, public=True)
 
 
+def _contribution_bounds(name: str, spec: Mapping, path: str) -> tuple[int, int, tuple[tuple[str, str], ...]]:
+    """L and C, each a whole number >= 1 or ``auto`` (chosen by a DP query: api/auto_contributions.py;
+    1 until then, which is sound)."""
+    bounds, auto = [], []
+    for key, kind in (("max_groups_per_unit", "groups"), ("max_rows_per_unit", "rows")):
+        value = spec.get(key, 1)
+        if value == "auto":
+            auto.append((name, kind))
+            value = 1
+        bounds.append(int(_number(value, f"{path}.{key}", integer=True, positive=True,
+                                  what="a whole number or auto")))
+    return bounds[0], bounds[1], tuple(auto)
+
+
 def _unit(name: str, spec: Mapping, path: str) -> tuple[str, Link | None]:
     """The privacy unit entry: a column or `row` (a root), or a link towards the root."""
     if "privacy_unit" not in spec:
@@ -229,9 +243,8 @@ def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
     if public:
         return dataclasses.replace(_public_table(name, spec, path), data_source=origin), None
     unit, link = _unit(name, spec, path)
-    L = _number(spec.get("max_groups_per_unit", 1), f"{path}.max_groups_per_unit", integer=True, positive=True)
-    C = _number(spec.get("max_rows_per_unit", 1), f"{path}.max_rows_per_unit", integer=True, positive=True)
-    if unit == ROW and (L != 1 or C != 1):
+    L, C, auto = _contribution_bounds(name, spec, path)
+    if unit == ROW and (L != 1 or C != 1 or auto):
         raise _fail(f"{path}.privacy_unit", "with `row`, max_groups_per_unit and max_rows_per_unit must be 1")
     columns, paths = _columns(spec.get("columns", {}), f"{path}.columns")
     columns = {k: dataclasses.replace(c, auto=(name, c.name)) if c.auto else c for k, c in columns.items()}
@@ -243,6 +256,7 @@ def _table(name: str, spec: Any, path: str) -> tuple[TablePolicy, Link | None]:
         # The privacy unit (or the link towards it) always identifies a person, declared so or not.
         columns[unit] = ColumnPolicy(name=unit, identifier=True)
     table = TablePolicy(name=name, privacy_unit=unit, max_groups_per_unit=L, max_rows_per_unit=C, columns=columns,
+                        auto_contributions=auto,
                         data_source=origin, local_model=_local_model(spec.get("local_model", False), columns, paths,
                                                                      path))
     return table, link

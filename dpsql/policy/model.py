@@ -111,6 +111,11 @@ class TablePolicy:
     one_row_per_unit: bool = False    # a per-person table: one row per unit (frontend/per_person.py)
     lookups: tuple = ()               # a derived table: its public tables' lookups, checked unique (frontend/lookups.py)
     local_model: bool = False         # one row per respondent, the rows public, randomized columns (frontend/local.py)
+    # ``max_rows_per_unit: auto`` / ``max_groups_per_unit: auto``, as (table, "rows" | "groups"); a
+    # relation holds those of its tables. Chosen per query (api/auto_contributions.py); until then the
+    # bound is 1, which is sound, and plan/build.py refuses to plan with it (DP330).
+    auto_contributions: tuple[tuple[str, str], ...] = ()
+    auto_chosen: bool = False   # a relation whose automatic C was chosen for the query (explain says so)
 
     @property
     def row_level(self) -> bool:

@@ -45,8 +45,10 @@ def dp_options(select: exp.Select, scope: Scope) -> None:
     if options.max_groups not in (None, 1) and scope.table.row_level:
         raise scope.refuse("DP308", "max_groups_contributed: each row is a person, so it is 1", select)
     L = scope.table.max_groups_per_unit
-    if options.max_groups is not None and options.max_groups > L:
-        # The owner's L bounds what one person may move; a query may tighten it, never loosen it.
+    automatic = any(kind == "groups" for _, kind in scope.table.auto_contributions)
+    if options.max_groups is not None and options.max_groups > L and not automatic:
+        # The owner's L bounds what one person may move; a query may tighten it, never loosen it
+        # (unless the owner left L to the data: max_groups_per_unit: auto, api/auto_contributions.py).
         raise scope.refuse("DP308", f"max_groups_contributed = {options.max_groups} is above the policy's "
                            f"bound for {scope.table.name!r} (max_groups_per_unit: {L})", select,
                            hint=f"a query may only lower it: max_groups_contributed <= {L}, or leave it out")
