@@ -33,6 +33,7 @@ from dpsql.plan.build import build_plan
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
+from dpsql.frontend import public_bounds
 from dpsql.frontend.local import local_query
 from dpsql.plan.local import LocalPlan, local_plan
 from dpsql.frontend import size
@@ -175,6 +176,7 @@ class PrivateConnection:
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = mode_as_top_one(fold_constants(statement, sql), sql)
+            policy = self._public_bounds(statement, sql, policy, reader, deadline)
             scope = self._public_keys(statement, validate(statement, sql, policy), reader, deadline)
             self._check_lookups(scope.table, reader, deadline)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
@@ -193,6 +195,16 @@ class PrivateConnection:
         for lookup in table.lookups if table is not None else ():
             if not self._engine.unique(lookup.table, lookup.columns, reader, deadline):
                 raise lookup.refusal()
+
+    def _public_bounds(self, statement, sql: str, policy: Policy, reader: str | None, deadline: float | None) -> Policy:
+        """A joined public table's number column that an aggregate reads without declared bounds gets
+        [MIN, MAX] of its values as bounds (frontend/public_bounds.py: public data, so free), read by
+        the engine once per reader (engines/duckdb.py ``public_bounds``)."""
+        for column, node in public_bounds.wanted(statement, policy):
+            table, name = column.public_source or ("", "")   # wanted() gives public columns only
+            extremes = self._engine.public_bounds(table, name, reader, deadline)
+            policy = public_bounds.with_bounds(statement, policy, column, node, extremes, sql)
+        return policy
 
     def _public_keys(self, statement, scope: Scope, reader: str | None, deadline: float | None) -> Scope:
         """GROUP BY columns of joined public tables get their values as keys, read from the engine

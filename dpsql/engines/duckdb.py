@@ -56,6 +56,7 @@ class DuckDBEngine:
         self._tables: tuple[str, ...] = ()
         self._public_keys: dict = {}       # (reader, table, column) -> the column with its keys
         self._unique: dict = {}            # (reader, table, columns as compared) -> unique together
+        self._extremes: dict = {}          # (reader, table, column) -> (MIN, MAX) of a public column
 
     @classmethod
     def open(cls, con_or_path, policy: Policy | None = None) -> "DuckDBEngine":
@@ -170,6 +171,19 @@ class DuckDBEngine:
             with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
                 self._unique[key] = not repeats_as_compared(self.con, table, list(columns))
         return self._unique[key]
+
+    def public_bounds(self, table: str, column: str, reader: Hashable = None, deadline: float | None = None) -> tuple:
+        """(MIN, MAX) of a public table's column, as DuckDB holds them (None, None: no value), the
+        bounds of a column the policy leaves unbounded (frontend/public_bounds.py). Public data; read
+        once per reader, never shared (as ``public_keys``), in a turn of its own interrupted after
+        ``deadline`` seconds (DP425)."""
+        key = (reader, table, column)
+        if key not in self._extremes:
+            with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
+                # fetchall: a result left unfinished (fetchone) would refuse the connection's next query
+                self._extremes[key] = tuple(self.con.execute(
+                    f'SELECT MIN("{column}"), MAX("{column}") FROM "{table}"').fetchall()[0])
+        return self._extremes[key]
 
     @contextlib.contextmanager
     def turn(self, who: Hashable = None, deadline: float | None = None) -> Iterator[Deadline]:

@@ -80,6 +80,7 @@ class ColumnPolicy:
     dates: tuple[datetime.date, datetime.date] | None = None   # date bounds (lower, upper), inclusive
     auto: tuple[str, str] | None = None   # ``bounds: auto``: (table, column) whose bounds a DP query chooses
     randomized: float | None = None   # randomized response's epsilon per respondent; its domain is ``keys``
+    bounds_read: bool = False   # a joined public column's bounds read from its data (frontend/public_bounds.py)
 
     @property
     def bounded(self) -> bool:
