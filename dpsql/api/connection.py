@@ -33,7 +33,7 @@ from dpsql.plan.build import build_plan
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
-from dpsql.frontend import public_bounds
+from dpsql.frontend import key_pruning, public_bounds
 from dpsql.frontend.local import local_query
 from dpsql.plan.local import LocalPlan, local_plan
 from dpsql.frontend import size
@@ -213,10 +213,18 @@ class PrivateConnection:
                   if c.public_source is not None and c.keys is None}
         if not wanted:
             return scope
-        columns = {name: self._engine.public_keys(scope.table.name, c, f"__dpsql_keys_{secrets.token_hex(4)}",
-                                                  reader, deadline)
-                   if name in wanted else c for name, c in scope.table.columns.items()}
+        columns = {name: self._keys_of(statement, scope, c, reader, deadline) if name in wanted else c
+                   for name, c in scope.table.columns.items()}
         return dataclasses.replace(scope, table=dataclasses.replace(scope.table, columns=columns))
+
+    def _keys_of(self, statement, scope: Scope, column, reader: str | None, deadline: float | None):
+        """One public column's keys: its values, or those of the rows of the public tables that pass the
+        WHERE's public conjuncts (frontend/key_pruning.py: public data only, so free)."""
+        pruned = key_pruning.pruned_read(statement, scope.table, column, scope.policy)
+        read = pruned[0].sql(dialect="duckdb") if pruned is not None else None
+        keyed = self._engine.public_keys(scope.table.name, column, f"__dpsql_keys_{secrets.token_hex(4)}", reader,
+                                         deadline, read)
+        return dataclasses.replace(keyed, keys_where=pruned[1]) if pruned is not None else keyed
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,

@@ -139,20 +139,21 @@ class DuckDBEngine:
             raise PolicyError("DP502", f"cannot read the database schema: {e}") from None
 
     def public_keys(self, table: str, column: ColumnPolicy, prefix: str, reader: Hashable = None,
-                    deadline: float | None = None) -> ColumnPolicy:
+                    deadline: float | None = None, read: str | None = None) -> ColumnPolicy:
         """A public table's column with its distinct values as keys (a long set in a TEMP table, as
         declared keys are). Public data: reading it leaks nothing. Read once per reader (the analyst
         asking; None: the owner), never shared between readers: whether it was read before must not
         depend on what another analyst asked (a first read of 900,000 rows takes 0.2 s, a kept one
         nothing; issue 20, finding 6). Memory: one copy per reader of each public column grouped by.
-        The read is a turn of its own, interrupted after ``deadline`` seconds (DP425)."""
-        key = (reader, table, column.public_source)
+        The read is a turn of its own, interrupted after ``deadline`` seconds (DP425). ``read``: the
+        SELECT of the keys over public tables only, pruned by the query's public conditions
+        (frontend/key_pruning.py), instead of the column's distinct values."""
+        key = (reader, table, column.public_source, read)
         if key not in self._public_keys:
             name, source = column.public_source
+            query = read or f'SELECT DISTINCT "{source}" FROM "{name}" WHERE "{source}" IS NOT NULL'
             with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
-                rows = self.con.execute(
-                    f'SELECT DISTINCT "{source}" FROM "{name}" WHERE "{source}" IS NOT NULL ORDER BY 1 LIMIT ?',
-                    [MAX_PUBLIC_KEYS + 1]).fetchall()
+                rows = self.con.execute(f"SELECT * FROM ({query}) ORDER BY 1 LIMIT ?", [MAX_PUBLIC_KEYS + 1]).fetchall()
                 if len(rows) > MAX_PUBLIC_KEYS:
                     raise UnsupportedConstruct("DP304", f"GROUP BY {name}.{source}: more than {MAX_PUBLIC_KEYS} groups")
                 keyed = dataclasses.replace(column, keys=tuple(r[0] for r in rows))

@@ -55,7 +55,9 @@ def key_description(k: GroupKey) -> str:
         where = " AND ".join(f.sql(dialect="duckdb") for f in k.filters)
         return f"{key_description(dataclasses.replace(k, filters=()))}, only those where {where}"
     if k.column:
-        return f"{k.label} ({len(k.columns[0].keys)} public keys)"
+        where = k.columns[0].where
+        pruned = f" of the public tables' rows where {where}" if where else ""
+        return f"{k.label} ({len(k.columns[0].keys)} public keys{pruned})"
     if k.branches is not None:
         values = ", ".join(b.sql(dialect="duckdb") for b in k.branches)
         return f"{k.label} (<= {len(k.branches)} public keys: the values of its branches, {values})"
