@@ -9,7 +9,8 @@ noise; (2) from the release: every value of a count or sum lies within its 95% n
 AVG's or a variance's interval covers its whole bounds in every row; (4) partition selection: only
 its rule when the candidate groups come from the data (their number is private), the number withheld
 when they come from the policy (candidates minus released rows is then public); (5) a quantile that
-propose-test-release left without an answer (NULL, a released value) in some rows.
+propose-test-release left without an answer (NULL, a released value) in some rows; (6) a ratio of
+released values left NULL by the ratio rule (plan/outputs.py ``ratios``) in some rows.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from dpsql.plan.aggregates import AGGREGATES, released_directly
-from dpsql.plan.kinds import Quantity
+from dpsql.plan.kinds import OutputKind, Quantity
+from dpsql.plan.outputs import has_ratio
 from dpsql.plan.text import CONFIDENCE
 
 if TYPE_CHECKING:
@@ -66,6 +68,9 @@ def result_warnings(plan: Plan, table: pa.Table) -> list[str]:
     unanswered = _unanswered(plan, table)
     if unanswered:
         out.append(f"no answer (NULL) for {unanswered}: {NO_ANSWER}")
+    nulled = _nulled_ratios(plan, table)
+    if nulled:
+        out.append(f"no answer (NULL) for {nulled}: {NULL_RATIO}")
     dropped = _dropped(plan, table)
     if dropped:
         out.append(f"DP partition selection withheld {dropped} of {plan.partitions} possible groups: too few "
@@ -76,6 +81,23 @@ def result_warnings(plan: Plan, table: pa.Table) -> list[str]:
 # Only propose-test-release answers NULL (mechanisms/stable_quantile.py): its released refusal.
 NO_ANSWER = ("its propose-test-release test failed: too few values lie near the quantile for its proposal, so "
              "releasing it could reveal a person; the NULL is the answer, paid for and private")
+
+
+# The ratio rule (plan/outputs.py ratios; grammar/README.md, "Ratios of released values").
+NULL_RATIO = ("a ratio of released values is NULL where its divisor's released value is 0, or <= 0 for a count or a "
+              "sum of values >= 0 (noise alone took it there): never NaN or infinite; a larger epsilon (or coarser "
+              "groups) gives fewer")
+
+
+def _nulled_ratios(plan: Plan, table: pa.Table) -> str:
+    """Outputs that divide released values, and in how many rows they are NULL (released values)."""
+    found = []
+    for o in plan.visible_outputs:
+        if o.kind == OutputKind.EXPR and has_ratio(o.expression) and o.name in table.column_names:
+            nulls = table.column(o.name).null_count
+            if nulls:
+                found.append(f"{o.name} in {nulls} of {table.num_rows} row(s)")
+    return ", ".join(found)
 
 
 def _unanswered(plan: Plan, table: pa.Table) -> str:

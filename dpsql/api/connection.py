@@ -33,6 +33,7 @@ from dpsql.plan.build import build_plan
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
+from dpsql.frontend import key_pruning, public_bounds
 from dpsql.frontend.local import local_query
 from dpsql.plan.local import LocalPlan, local_plan
 from dpsql.frontend import size
@@ -208,6 +209,7 @@ class PrivateConnection:
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = mode_as_top_one(fold_constants(statement, sql), sql)
+            policy = self._public_bounds(statement, sql, policy, reader, deadline)
             scope = self._public_keys(statement, validate(statement, sql, policy), reader, deadline)
             if limits is not None:   # automatic L and C, chosen for this query
                 scope = auto_contributions.applied(scope, *limits)
@@ -229,6 +231,16 @@ class PrivateConnection:
             if not self._engine.unique(lookup.table, lookup.columns, reader, deadline):
                 raise lookup.refusal()
 
+    def _public_bounds(self, statement, sql: str, policy: Policy, reader: str | None, deadline: float | None) -> Policy:
+        """A joined public table's number column that an aggregate reads without declared bounds gets
+        [MIN, MAX] of its values as bounds (frontend/public_bounds.py: public data, so free), read by
+        the engine once per reader (engines/duckdb.py ``public_bounds``)."""
+        for column, node in public_bounds.wanted(statement, policy):
+            table, name = column.public_source or ("", "")   # wanted() gives public columns only
+            extremes = self._engine.public_bounds(table, name, reader, deadline)
+            policy = public_bounds.with_bounds(statement, policy, column, node, extremes, sql)
+        return policy
+
     def _public_keys(self, statement, scope: Scope, reader: str | None, deadline: float | None) -> Scope:
         """GROUP BY columns of joined public tables get their values as keys, read from the engine
         (once per reader: engines/duckdb.py ``public_keys``)."""
@@ -236,10 +248,18 @@ class PrivateConnection:
                   if c.public_source is not None and c.keys is None}
         if not wanted:
             return scope
-        columns = {name: self._engine.public_keys(scope.table.name, c, f"__dpsql_keys_{secrets.token_hex(4)}",
-                                                  reader, deadline)
-                   if name in wanted else c for name, c in scope.table.columns.items()}
+        columns = {name: self._keys_of(statement, scope, c, reader, deadline) if name in wanted else c
+                   for name, c in scope.table.columns.items()}
         return dataclasses.replace(scope, table=dataclasses.replace(scope.table, columns=columns))
+
+    def _keys_of(self, statement, scope: Scope, column, reader: str | None, deadline: float | None):
+        """One public column's keys: its values, or those of the rows of the public tables that pass the
+        WHERE's public conjuncts (frontend/key_pruning.py: public data only, so free)."""
+        pruned = key_pruning.pruned_read(statement, scope.table, column, scope.policy)
+        read = pruned[0].sql(dialect="duckdb") if pruned is not None else None
+        keyed = self._engine.public_keys(scope.table.name, column, f"__dpsql_keys_{secrets.token_hex(4)}", reader,
+                                         deadline, read)
+        return dataclasses.replace(keyed, keys_where=pruned[1]) if pruned is not None else keyed
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,

@@ -56,6 +56,7 @@ class DuckDBEngine:
         self._tables: tuple[str, ...] = ()
         self._public_keys: dict = {}       # (reader, table, column) -> the column with its keys
         self._unique: dict = {}            # (reader, table, columns as compared) -> unique together
+        self._extremes: dict = {}          # (reader, table, column) -> (MIN, MAX) of a public column
 
     @classmethod
     def open(cls, con_or_path, policy: Policy | None = None) -> "DuckDBEngine":
@@ -138,20 +139,21 @@ class DuckDBEngine:
             raise PolicyError("DP502", f"cannot read the database schema: {e}") from None
 
     def public_keys(self, table: str, column: ColumnPolicy, prefix: str, reader: Hashable = None,
-                    deadline: float | None = None) -> ColumnPolicy:
+                    deadline: float | None = None, read: str | None = None) -> ColumnPolicy:
         """A public table's column with its distinct values as keys (a long set in a TEMP table, as
         declared keys are). Public data: reading it leaks nothing. Read once per reader (the analyst
         asking; None: the owner), never shared between readers: whether it was read before must not
         depend on what another analyst asked (a first read of 900,000 rows takes 0.2 s, a kept one
         nothing; issue 20, finding 6). Memory: one copy per reader of each public column grouped by.
-        The read is a turn of its own, interrupted after ``deadline`` seconds (DP425)."""
-        key = (reader, table, column.public_source)
+        The read is a turn of its own, interrupted after ``deadline`` seconds (DP425). ``read``: the
+        SELECT of the keys over public tables only, pruned by the query's public conditions
+        (frontend/key_pruning.py), instead of the column's distinct values."""
+        key = (reader, table, column.public_source, read)
         if key not in self._public_keys:
             name, source = column.public_source
+            query = read or f'SELECT DISTINCT "{source}" FROM "{name}" WHERE "{source}" IS NOT NULL'
             with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
-                rows = self.con.execute(
-                    f'SELECT DISTINCT "{source}" FROM "{name}" WHERE "{source}" IS NOT NULL ORDER BY 1 LIMIT ?',
-                    [MAX_PUBLIC_KEYS + 1]).fetchall()
+                rows = self.con.execute(f"SELECT * FROM ({query}) ORDER BY 1 LIMIT ?", [MAX_PUBLIC_KEYS + 1]).fetchall()
                 if len(rows) > MAX_PUBLIC_KEYS:
                     raise UnsupportedConstruct("DP304", f"GROUP BY {name}.{source}: more than {MAX_PUBLIC_KEYS} groups")
                 keyed = dataclasses.replace(column, keys=tuple(r[0] for r in rows))
@@ -170,6 +172,19 @@ class DuckDBEngine:
             with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
                 self._unique[key] = not repeats_as_compared(self.con, table, list(columns))
         return self._unique[key]
+
+    def public_bounds(self, table: str, column: str, reader: Hashable = None, deadline: float | None = None) -> tuple:
+        """(MIN, MAX) of a public table's column, as DuckDB holds them (None, None: no value), the
+        bounds of a column the policy leaves unbounded (frontend/public_bounds.py). Public data; read
+        once per reader, never shared (as ``public_keys``), in a turn of its own interrupted after
+        ``deadline`` seconds (DP425)."""
+        key = (reader, table, column)
+        if key not in self._extremes:
+            with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
+                # fetchall: a result left unfinished (fetchone) would refuse the connection's next query
+                self._extremes[key] = tuple(self.con.execute(
+                    f'SELECT MIN("{column}"), MAX("{column}") FROM "{table}"').fetchall()[0])
+        return self._extremes[key]
 
     @contextlib.contextmanager
     def turn(self, who: Hashable = None, deadline: float | None = None) -> Iterator[Deadline]:

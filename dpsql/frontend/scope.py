@@ -3,6 +3,7 @@ aggregates dpsql supports (``FORMS``: how each is written, what its argument may
 columns of a query, its GROUP BY keys, and argument bounds."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Sequence
@@ -11,6 +12,7 @@ from sqlglot import exp
 from dpsql.errors import UnsupportedConstruct
 from dpsql.frontend.derived import DerivedKeys, TooManyKeys, derive, literal_branches
 from dpsql.frontend.intervals import interval
+from dpsql.frontend.ranges import narrowed
 from dpsql.frontend.options import QueryOptions, number
 from dpsql.sql.positions import span
 from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
@@ -168,6 +170,7 @@ def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
     if group is None:
         return []
     aliases = {e.alias.lower(): e.unalias() for e in select.expressions if isinstance(e, exp.Alias)}
+    where = select.args["where"].this if select.args.get("where") is not None else None
     keys = []
     for item in group.expressions:
         node = item
@@ -183,13 +186,26 @@ def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
             raise scope.refuse("DP304", "GROUP BY takes columns, or expressions of columns, with public keys", item)
         cols = tuple(dict.fromkeys(scope.table.columns[name_of(c)] for c in columns_in(node)))
         expression = unqualified(node)
-        derived = tuple(d for d in (derive(expression, c) for c in cols if c.keys is None and c.public_source is None)
-                        if d is not None)
+        derived = tuple(d for d in (_derived(expression, c, where) for c in cols
+                                    if c.keys is None and c.public_source is None) if d is not None)
         public = {d.column for d in derived if isinstance(d, DerivedKeys)}
         private = [c for c in cols if c.keys is None and c.public_source is None and c.name not in public]
         branches = literal_branches(expression) if private else None
         keys.append(KeySpec(node=item, expression=expression, columns=cols, derived=derived, branches=branches))
     return keys
+
+
+def _derived(expression: exp.Expression, column: ColumnPolicy, where: exp.Expression | None
+             ) -> DerivedKeys | TooManyKeys | None:
+    """The groups a column contributes to a GROUP BY item, derived from its bounds as the WHERE's
+    range conjuncts narrow them (frontend/ranges.py: still a function of the policy and the query)."""
+    narrow = narrowed(column, where)
+    derived = derive(expression, narrow)
+    if derived is None or narrow is column:
+        return derived
+    policy = f"{column.dates[0]}..{column.dates[1]}" if column.dates is not None else \
+        f"{column.lower:g}..{column.upper:g}"
+    return dataclasses.replace(derived, description=f"{derived.description}, the policy's {policy} narrowed by the WHERE")
 
 
 def is_key(node: exp.Expression, keys: Sequence[KeySpec]) -> bool:

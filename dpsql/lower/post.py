@@ -11,9 +11,9 @@ from dpsql.sql.build import alias, cast, col, num, table
 from dpsql.lower.names import key_names
 from dpsql.sql.guard import guarded
 from dpsql.lower.noise import scalar_measurements
-from dpsql.plan.aggregates import AGGREGATES
+from dpsql.plan.aggregates import AGGREGATES, never_negative
 from dpsql.plan.kinds import OutputKind
-from dpsql.plan.outputs import Released
+from dpsql.plan.outputs import Released, ratios
 from dpsql.plan.quantities import QUANTITIES, Stage
 
 
@@ -53,11 +53,20 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
     if o.kind == OutputKind.KEY:
         return col(f"k{o.key_index}")
     if o.kind == OutputKind.EXPR:
-        inlined = o.expression.copy().transform(
+        inlined = guarded_ratios(plan, o.expression.copy()).transform(
             lambda n: output_value(plan, slot) if (slot := _slot_index(plan, n)) is not None else n)
         # On released values only, but it may still cast a key (NOT 'F'): never an error.
         return exp.Anonymous(this="TRY", expressions=[inlined])
     return AGGREGATES[o.kind].output(o, released(plan, o))
+
+
+def guarded_ratios(plan: Plan, expression: exp.Expression) -> exp.Expression:
+    """An expression over output slots with its divisions made NULL where the divisor's released value
+    is 0, or <= 0 for a divisor that is an aggregate never negative in truth (plan/outputs.py ``ratios``)."""
+    def slot_never_negative(node: exp.Expression) -> bool:
+        slot = _slot_index(plan, node.unnest())
+        return slot is not None and never_negative(plan.outputs[slot])
+    return ratios(expression, slot_never_negative)
 
 
 def _slot_index(plan: Plan, node: exp.Expression) -> int | None:
@@ -81,7 +90,7 @@ def final_select(plan: Plan) -> exp.Select:
     query = exp.select(*columns).from_(table("__out"), copy=False)
     if plan.having is not None:
         # On released values only, but it may still compare a key with a number: never an error.
-        condition = plan.having.copy().transform(
+        condition = guarded_ratios(plan, plan.having.copy()).transform(
             lambda n: col(n.name) if _slot_index(plan, n) is not None else n)
         query = query.where(guarded(condition, lambda name: None))
     if plan.order:

@@ -53,6 +53,7 @@ class AggregateSpec:
     quantile: bool = False   # takes q in [0, 1] (frontend/scope.py quantile_of)
     direct: bool = False     # released as its one measurement: that one's noise is its error bar
     clamped: bool = False    # released clamped into its bounds: only its interval shows how noisy it is
+    counts: bool = False     # its exact value is never negative, whatever its argument (a count, a variance)
 
 
 def centre(o: Output) -> tuple[float, float]:
@@ -186,7 +187,7 @@ def _extreme(measurement: Callable[[str], Measurement], o: Output, hidden: str) 
 def _variance(kind: OutputKind, *nodes: type[exp.Expression]) -> AggregateSpec:
     sample, root = kind.endswith("_samp"), kind.startswith("stddev")
     return AggregateSpec(kind, nodes, _argument, lambda agg, column, q: f"{kind}({column})", _moments,
-                         _spread(sample, root), variance(sample, root), clamped=True)
+                         _spread(sample, root), variance(sample, root), clamped=True, counts=True)
 
 
 def _named(text: str) -> Callable[[exp.Expression, str | None, float | None], str]:
@@ -202,17 +203,18 @@ def _quantile_name(agg: exp.Expression, column: str | None, q: float | None) -> 
 # In order: a node's special forms (COUNT(DISTINCT unit), COUNT(DISTINCT x), COUNT(*)) before its plain one.
 AGGREGATES: dict[OutputKind, AggregateSpec] = {a.kind: a for a in (
     AggregateSpec(OutputKind.UNITS, (exp.Count,), _units, _named("count(DISTINCT {column})"),
-                  lambda o, s: [Need(Quantity.UNITS, None)], _one, count_value, count_interval, direct=True),
+                  lambda o, s: [Need(Quantity.UNITS, None)], _one, count_value, count_interval, direct=True,
+                  counts=True),
     AggregateSpec(OutputKind.DISTINCT, (exp.Count,), _distinct, _named("count(DISTINCT {column})"),
                   lambda o, s: [Need(Quantity.DISTINCT, o.column, argument=o.argument)], _one, count_value,
-                  count_interval, direct=True),
+                  count_interval, direct=True, counts=True),
     AggregateSpec(OutputKind.COUNT, (exp.Count,), _star, _named("count_star()"), _count, _one, count_value,
-                  count_interval, direct=True),
+                  count_interval, direct=True, counts=True),
     AggregateSpec(OutputKind.COUNT_COL, (exp.Count,), _argument, _named("count({column})"), _count_column, _one,
-                  count_value, count_interval, direct=True),
+                  count_value, count_interval, direct=True, counts=True),
     AggregateSpec(OutputKind.COUNT_IF, (exp.CountIf,), _argument, _named("count_if({column})"),
                   lambda o, s: [Need(Quantity.COUNT_IF, o.column, argument=o.argument)], _one, count_value,
-                  count_interval, direct=True),
+                  count_interval, direct=True, counts=True),
     AggregateSpec(OutputKind.SUM, (exp.Sum,), _argument, _named("sum({column})"), _sum, _one, sum_value, sum_interval,
                   direct=True),
     AggregateSpec(OutputKind.AVG, (exp.Avg,), _argument, _named("avg({column})"), _avg, _mean, avg_value,
@@ -239,6 +241,14 @@ def signature(agg: exp.Expression, table) -> tuple[AggregateSpec, str | None, ex
             if found is not None:
                 return spec, *found
     raise InternalError("DP999", f"no aggregate reads {agg.sql(dialect='duckdb')}: this is probably a bug")
+
+
+def never_negative(o: Output) -> bool:
+    """An aggregate whose exact value is never below 0: a count or a variance, or any aggregate of values
+    bounded below by 0 (SUM, AVG, a quantile). A ratio by its released value follows the stricter rule of
+    plan/outputs.py ``ratios``."""
+    spec = AGGREGATES.get(o.kind)
+    return spec is not None and (spec.counts or (o.lower is not None and o.lower >= 0))
 
 
 def released_directly(o: Output) -> bool:

@@ -299,7 +299,7 @@ def _key_column(column, spec) -> KeyColumn:
     derived = spec.derived_for(column.name)
     if isinstance(derived, DerivedKeys):
         return KeyColumn(column.name, column.sql_type, derived.values, derived=derived)
-    return KeyColumn(column.name, column.sql_type, column.keys)
+    return KeyColumn(column.name, column.sql_type, column.keys, where=column.keys_where)
 
 
 def _pruned(key: GroupKey, select: exp.Select) -> GroupKey:

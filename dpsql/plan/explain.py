@@ -21,6 +21,7 @@ from typing import Callable
 from dpsql.mechanisms.base import mechanism
 from dpsql.plan.aggregates import AGGREGATES
 from dpsql.plan.kinds import OutputKind
+from dpsql.plan.outputs import has_ratio
 from dpsql.plan.parts import GroupKey, Measurement, Output
 from dpsql.plan.quantities import QUANTITIES
 from dpsql.plan.text import CONFIDENCE, fmt
@@ -54,7 +55,9 @@ def key_description(k: GroupKey) -> str:
         where = " AND ".join(f.sql(dialect="duckdb") for f in k.filters)
         return f"{key_description(dataclasses.replace(k, filters=()))}, only those where {where}"
     if k.column:
-        return f"{k.label} ({len(k.columns[0].keys)} public keys)"
+        where = k.columns[0].where
+        pruned = f" of the public tables' rows where {where}" if where else ""
+        return f"{k.label} ({len(k.columns[0].keys)} public keys{pruned})"
     if k.branches is not None:
         values = ", ".join(b.sql(dialect="duckdb") for b in k.branches)
         return f"{k.label} (<= {len(k.branches)} public keys: the values of its branches, {values})"
@@ -72,5 +75,7 @@ def output_line(o: Output, keys: tuple[GroupKey, ...], measurement: Callable[[st
     if o.kind == OutputKind.KEY:
         return f"  {o.name} = group key {keys[o.key_index].label}{hidden}"
     if o.kind == OutputKind.EXPR:
-        return f"  {o.name} = {o.expression.sql(dialect='duckdb')}{hidden}"
+        ratio = "  (NULL where a divisor's released value is 0, or <= 0 if never negative in truth)" \
+            if has_ratio(o.expression) else ""
+        return f"  {o.name} = {o.expression.sql(dialect='duckdb')}{ratio}{hidden}"
     return f"  {o.name} = {AGGREGATES[o.kind].explain(measurement, o, hidden)}"

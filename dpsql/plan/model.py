@@ -129,17 +129,7 @@ def _explain(plan: Plan) -> str:
              f"C = {plan.max_rows} row(s) per unit per partition"]
     if t.about:
         lines.append(f"rows: {t.about}")
-    automatic = [c for c in t.columns.values() if c.auto and c.bounded]
-    if automatic:
-        lines.append("automatic bounds (bounds: auto; chosen by a DP histogram, paid once per data version): "
-                     + ", ".join(f"{c.name} [{c.lower:g}, {c.upper:g}]" for c in automatic))
-    chosen = [f"C = {plan.max_rows} (max_rows_per_unit: auto)"] if t.auto_chosen else []
-    if plan.max_groups_option and any(k == "groups" for _, k in t.auto_contributions):
-        chosen.append(f"L = {plan.max_groups} (max_groups_per_unit: auto, unless the query's OPTIONS give "
-                      "max_groups_contributed)")
-    if chosen:
-        lines.append("automatic contribution bounds: " + "; ".join(chosen) + ", chosen for this query's tables "
-                     "and groups by a DP histogram of people by their rows and groups (paid once per data version)")
+    lines += _bounds_lines(t) + _contribution_lines(plan)
     if plan.group_keys:
         keys = ", ".join(key_description(k) for k in plan.group_keys)
         if plan.selection is None:
@@ -180,6 +170,33 @@ def _explain(plan: Plan) -> str:
         pretty = sqlglot.transpile(plan.rewritten_sql, read="duckdb", write="duckdb", pretty=True)[0]
         lines += ["  " + line for line in pretty.splitlines()]
     return "\n".join(lines)
+
+
+def _contribution_lines(plan: Plan) -> list[str]:
+    """Contribution bounds chosen for this query (``max_rows_per_unit: auto``, ``max_groups_per_unit: auto``)."""
+    t = plan.table
+    chosen = [f"C = {plan.max_rows} (max_rows_per_unit: auto)"] if t.auto_chosen else []
+    if plan.max_groups_option and any(k == "groups" for _, k in t.auto_contributions):
+        chosen.append(f"L = {plan.max_groups} (max_groups_per_unit: auto, unless the query's OPTIONS give "
+                      "max_groups_contributed)")
+    return ["automatic contribution bounds: " + "; ".join(chosen) + ", chosen for this query's tables and groups "
+            "by a DP histogram of people by their rows and groups (paid once per data version)"] if chosen else []
+
+
+def _bounds_lines(t) -> list[str]:
+    """Bounds that are not the policy's own: chosen by a DP histogram (``bounds: auto``), or read from
+    a joined public table's data (frontend/public_bounds.py)."""
+    lines = []
+    automatic = [c for c in t.columns.values() if c.auto and c.bounded]
+    if automatic:
+        lines.append("automatic bounds (bounds: auto; chosen by a DP histogram, paid once per data version): "
+                     + ", ".join(f"{c.name} [{c.lower:g}, {c.upper:g}]" for c in automatic))
+    read = [c for c in t.columns.values() if c.bounds_read]
+    if read:
+        lines.append("bounds read from public tables (public data, free): " + ", ".join(
+            f"{c.name}: bounds [{c.lower:.15g}, {c.upper:.15g}] read from the public table {c.public_source[0]}"
+            for c in read))
+    return lines
 
 
 def _composed(plan: Plan) -> str:

@@ -29,6 +29,51 @@ class Released:
     confidence: float | None = None
 
 
+# The divisions of an expression over released values (``a / b``, ``a // b``, ``a % b``).
+DIVISIONS = (exp.Div, exp.IntDiv, exp.Mod)
+
+
+def ratios(expression: exp.Expression, never_negative: Callable[[exp.Expression], bool]) -> exp.Expression:
+    """The rule for divisions of released values (grammar/README.md, "Ratios of released values"):
+    a division is NULL where its divisor's released value is 0, and, where the divisor's exact value
+    can never be negative (``never_negative``: a count, a sum of values >= 0), where it is <= 0 too:
+    noise alone took it there, and a ratio by it would be NaN, an infinity or of the wrong sign. Never
+    NaN nor infinite. A number literal divisor other than 0 is left as it is. Post-processing: free.
+
+    >>> r = ratios(exp.maybe_parse("o0 / o1 + o2 / 4"), lambda n: n.name == "o1")
+    >>> r.sql("duckdb")
+    'o0 / CASE WHEN o1 > 0 THEN o1 END + o2 / 4'
+    >>> ratios(exp.maybe_parse("o0 % (o1 - o2)"), lambda n: False).sql("duckdb")
+    'o0 % NULLIF((o1 - o2), 0)'
+    """
+    def guarded(node: exp.Expression) -> exp.Expression:
+        divisor = node.args.get("expression") if isinstance(node, DIVISIONS) else None
+        if divisor is None or _nonzero_literal(divisor):
+            return node
+        if never_negative(divisor):
+            kept = exp.Case(ifs=[exp.If(this=exp.GT(this=divisor.copy(), expression=num(0)), true=divisor.copy())])
+        else:
+            kept = exp.Nullif(this=divisor.copy(), expression=num(0))
+        return node.__class__(**{**node.args, "expression": kept})
+    return expression.transform(guarded)
+
+
+def has_ratio(expression: exp.Expression | None) -> bool:
+    """Whether ``ratios`` may make the expression NULL (it divides by something but a literal)."""
+    return expression is not None and any(not _nonzero_literal(d.args["expression"])
+                                          for d in expression.find_all(*DIVISIONS))
+
+
+def _nonzero_literal(node: exp.Expression) -> bool:
+    node = node.unnest()
+    if isinstance(node, exp.Neg):
+        node = node.this
+    try:
+        return isinstance(node, exp.Literal) and not node.is_string and float(node.this) != 0
+    except ValueError:
+        return False
+
+
 def sign_clamp(value: exp.Expression, lower: float | None, upper: float | None, nonnegative: bool) -> exp.Expression:
     """With ``nonnegative``, a count or a sum of values >= 0 is never released below 0 (and a sum of
     values <= 0 never above): post-processing, free, and it only moves answers toward the truth."""

@@ -118,6 +118,7 @@ class KeyColumn:
     sql_type: str
     keys: tuple
     derived: DerivedKeys | None = None
+    where: str | None = None   # public keys read only where the query's public conjuncts hold (explain)
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,8 @@ class ColumnPolicy:
     dates: tuple[datetime.date, datetime.date] | None = None   # date bounds (lower, upper), inclusive
     auto: tuple[str, str] | None = None   # ``bounds: auto``: (table, column) whose bounds a DP query chooses
     randomized: float | None = None   # randomized response's epsilon per respondent; its domain is ``keys``
+    bounds_read: bool = False   # a joined public column's bounds read from its data (frontend/public_bounds.py)
+    keys_where: str | None = None   # a joined public column's keys: only rows passing these conjuncts (frontend/key_pruning.py)
 
     @property
     def bounded(self) -> bool:

@@ -158,6 +158,10 @@ FINDINGS = [
     "SELECT n_name, COUNT(*) FROM customer JOIN nation ON c_nation = n_nationkey GROUP BY n_name",
     "SELECT b_name, COUNT(*) FROM orders JOIN bands ON o_f = b_key GROUP BY b_name",
     "SELECT label, COUNT(*) FROM customer JOIN codes ON c_code = code GROUP BY label",
+    # issue 24: a public column's bounds read from its data ([0, 24]), the same on every neighbour
+    "SELECT n_name, SUM(c_bal * n_nationkey) FROM customer JOIN nation ON c_nation = n_nationkey GROUP BY n_name",
+    # issue 24: public keys pruned by a condition on the public table (N0..N4), the same on every neighbour
+    "SELECT n_name, COUNT(*) FROM customer JOIN nation ON c_nation = n_nationkey WHERE n_nationkey < 5 GROUP BY n_name",
     # 2: links that compare lossily (DOUBLE against BIGINT; NOCASE against a case-sensitive key)
     "SELECT COUNT(*) FROM lineitem",
     "SELECT l_flag, SUM(l_qty) FROM lineitem GROUP BY l_flag",
@@ -216,10 +220,14 @@ SEMI_JOINS = {   # table the outer query must read -> conditions to add
 }
 FILTERS = {"orders": ["o_big > 5", "o_f = 1.5", "o_date > DATE '2020-02-01'", "o_status = 'F'", "o_total < 40"],
            "lineitem": ["l_tiny < 0", "l_ts <= TIMESTAMP '2020-01-20'", "l_qty > 10"],
-           "customer": ["c_code = 'x'", "c_bal > 500", "c_seg = 'a'"], "notes": ["n_len >= 2"]}
+           "customer": ["c_code = 'x'", "c_bal > 500", "c_seg = 'a'"], "notes": ["n_len >= 2"],
+           "nation": ["n_nationkey < 5"], "bands": ["b_key > 3"]}   # public conditions prune public keys
 KEYS = {"customer": ["c_seg", "c_nation"], "orders": ["o_status"], "lineitem": ["l_flag"], "nation": ["n_name"],
         "codes": ["label"], "bands": ["b_name"], "holidays": ["h_name"], "rates": ["r_rate"]}
-SUMS = {"orders": ["o_total"], "lineitem": ["l_qty"], "customer": ["c_bal"], "notes": ["n_len"]}
+# Public columns summed: their bounds read from their data (nation), or refused (DP316: rates' and bands'
+# extremes are beyond 2**50), the same on every neighbour.
+SUMS = {"orders": ["o_total"], "lineitem": ["l_qty"], "customer": ["c_bal"], "notes": ["n_len"],
+        "nation": ["n_nationkey"], "rates": ["r_key"], "bands": ["b_key"]}
 
 
 @st.composite

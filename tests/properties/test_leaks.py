@@ -120,6 +120,13 @@ FINDINGS = [
     "SELECT i8 // 10 AS b, COUNT(*) AS n, SUM(dec) AS s FROM people GROUP BY b",
     "SELECT date_trunc('quarter', day) AS q, FLOOR(f64 / 250) AS b, COUNT(*) FROM visits GROUP BY q, b",
     "SELECT COUNT(*) FROM people WHERE day <= DATE '2008-12-31' - INTERVAL '90' DAY AND day > '2001-06-01'",
+    # derived keys narrowed by the WHERE's ranges, and L with them (issue 24)
+    "SELECT year(day) AS y, COUNT(*) AS n FROM people WHERE day >= DATE '2003-03-01' AND day < '2005-01-01' "
+    "GROUP BY y ORDER BY n",
+    "SELECT FLOOR(i16 / 100) * 100 AS b, SUM(f64) AS s FROM visits WHERE i16 BETWEEN -150 AND 250 GROUP BY b",
+    "SELECT date_trunc('month', ts) AS m, COUNT(*) FROM visits WHERE ts > TIMESTAMP '2020-01-10 12:00:00' GROUP BY m",
+    # ratios of released values: NULL where the divisor is released <= 0 (issue 24)
+    "SELECT tier, SUM(f64) / COUNT(*) AS r FROM people GROUP BY tier HAVING SUM(f64) / COUNT(*) > 1 ORDER BY r",
     "SELECT COUNT(*) FROM visits WHERE ts BETWEEN DATE '2020-01-02' AND '2020-01-05 10:00:00' "
     "AND day IN (DATE '2000-01-01' + INTERVAL 1 MONTH, '2004-02-29')",
     # keys and bounds from the policy (issue 14): numeric keys as bounds (the neighbours' grades lie

@@ -50,7 +50,10 @@ QUERIES = [
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grp FROM t GROUP BY grp ORDER BY COUNT(DISTINCT v) DESC LIMIT 2",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grp, COUNT_IF(v > 0) AS n, AVG(v) AS a FROM t GROUP BY grp ORDER BY n LIMIT 1",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') v, COUNT(*) AS n FROM t GROUP BY v ORDER BY n DESC LIMIT 2",   # private keys
+    # bins derived from v's bounds as the WHERE narrows them (issue 24): two bins, so L = min(L, 2)
+    "SELECT FLOOR(v / 2) AS b, COUNT(*), SUM(v) FROM t WHERE v >= 2 AND v <= 4 GROUP BY FLOOR(v / 2)",
 ]
+NARROWED = QUERIES[-1]
 # GoogleSQL per-unit bounds: each unit's total (or mean) in a partition is clamped, whatever its rows.
 USER_QUERIES = QUERIES + [
     "SELECT grp, COUNT(*, contribution_bounds_per_group => (0, 2)), COUNT(v, contribution_bounds_per_group => (1, 4)), "
@@ -87,6 +90,8 @@ def check(plan, before, after):
 @example(rows=[], extra=[("a", 5.0)] * 4 + [("b", -5.0)] * 4, L=2, C=3, b=[-5.0, 5.0], sql=TOP_K[1])  # 2 Linf
 @example(rows=[(1, "a", 1.0)], extra=[("a", 2.0), ("b", float("nan")), ("c", 7.0)] * 3, L=3, C=2, b=[0.0, 5.0],
          sql=TOP_K[1])   # bounds >= 0: monotone, Linf
+@example(rows=[(1, "a", 3.0)], extra=[("a", v) for v in (0.0, 2.0, 3.0, 4.0, 5.0, 9.0)] * 2, L=3, C=2, b=[0.0, 10.0],
+         sql=NARROWED)   # a heavy unit in every bin: L narrowed to the two the WHERE leaves
 def test_user_level_sensitivity_bounds_one_unit_with_many_rows(rows, extra, L, C, b, sql):
     plan = plan_for("u", L, C, b[0], b[1], sql)
     neighbour = rows + [(99, grp, v) for grp, v in extra]

@@ -13,7 +13,8 @@ more than one file (or by tools/ and benchmarks/, for the fixture).
 - ``stats``: goodness of fit against the exact discrete Laplace.
 - ``quantile_laws``: the quantile rules' exact laws from their definitions, and neighbouring histograms.
 - ``sources``: random sources for the sampler tests (seeded, scripted) and their binomial test.
-- ``tpch``: TPC-H's shape in miniature (customer, orders, lineitem, nation) for the join tests.
+- ``tpch``: TPC-H's shape in miniature (customer, orders, lineitem, nation) for the join tests, and
+  ``whole``: every TPC-H table under benchmarks/tpch/policy.yaml, a few synthetic rows each.
 - ``server``: a real dpsql server on the loopback address, in a thread or a process.
 - ``benchmarks``: a benchmark harness of benchmarks/ loaded as a module.
 """

@@ -1,5 +1,6 @@
 """The fixture database and its policy: a row-level table (people), a user-level one (visits), a table
-reaching its person through visits (prescriptions) and a public one (clinics).
+reaching its person through visits (prescriptions) and a public one (clinics; its beds are NULL in every
+row: no bounds to read from it).
 
 Self-contained (DuckDB only): tools/golden.py and benchmarks/ load this file by path, so the golden
 files and the planning benchmark run on the database the tests use.
@@ -71,6 +72,6 @@ def make_database() -> duckdb.DuckDBPyConnection:
             (range * 7) % 2000 AS visit_id, ['x', 'y', 'z'][1 + range % 3] AS drug, ((range * 3) % 12)::DOUBLE AS dose
         FROM range(3000)""")
     con.execute("""
-        CREATE TABLE clinics AS SELECT * FROM (VALUES ('a', 'north', 3), ('b', 'south', 5), ('c', 'north', 2))
-            AS c(clinic, region, doctors)""")
+        CREATE TABLE clinics AS SELECT clinic, region, doctors, NULL::DOUBLE AS beds FROM (VALUES ('a', 'north', 3),
+            ('b', 'south', 5), ('c', 'north', 2)) AS c(clinic, region, doctors)""")
     return con
