@@ -49,6 +49,8 @@ class Plan:
     confidence: float | None = None        # add <output>_ci_low/_ci_high at this level (post-processing)
     nonnegative: bool = True               # counts (and sums of non-negative values) clamped at 0
     top_k: TopK | None = None              # ORDER BY one aggregate LIMIT k: the groups chosen (plan/top_k.py)
+    stages: tuple[Stage, ...] = ()         # scalar subqueries released first (frontend/stages.py); epsilon
+                                           # and delta above are then the whole query's, theirs included
     rewritten_sql: str = field(default="", compare=False)
     budget_note: BudgetNote | None = field(default=None, compare=False)   # explain's: the remaining budget
 
@@ -90,7 +92,13 @@ class Plan:
             found += (Release.approximate(0, self.selection.delta),)
         if self.top_k is not None:
             found += (self.top_k.release,)
-        return found
+        return tuple(r for s in self.stages for r in s.plan.releases()) + found
+
+    @property
+    def own_budget(self) -> tuple[float, float]:
+        """(epsilon, delta) of this plan's own measurements: the query's less its earlier stages'."""
+        return (self.epsilon - sum(s.plan.epsilon for s in self.stages),
+                self.delta - sum(s.plan.delta for s in self.stages))
 
     @property
     def computed(self) -> tuple[Measurement, ...]:
@@ -115,6 +123,37 @@ class Plan:
 
     def __str__(self) -> str:
         return _explain(self)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A scalar subquery over private data released before the query that uses it (frontend/stages.py):
+    its own plan at its share of the query's budget; the query reads its released value as a constant."""
+    plan: Plan
+
+    def lines(self, number: int, of: int) -> list[str]:
+        head = (f"stage {number} of {of}: {' '.join(self.plan.sql.split())}: epsilon {self.plan.epsilon:.6g}, "
+                f"delta {self.plan.delta:g}; its released value is a constant of stage {of}")
+        return [head] + _stage_body(self.plan)
+
+
+def _stage_body(plan: Plan) -> list[str]:
+    """A stage's explain text, indented, without its first line (the head says it)."""
+    return ["  " + line for line in str(plan).splitlines()[1:]]
+
+
+def _stage_lines(plan: Plan) -> list[str]:
+    """The earlier stages, then what the last one is, with its share of the budget; the threshold's noise."""
+    n = len(plan.stages) + 1
+    lines = [f"stages: {n} releases, charged once (sequential composition; the budget split equally)"]
+    for i, stage in enumerate(plan.stages):
+        lines += stage.lines(i + 1, n)
+    epsilon, delta = plan.own_budget
+    lines.append(f"stage {n} of {n}: the query below, each subquery replaced by its stage's released value "
+                 f"(NULL in its text here): epsilon {epsilon:.6g}, delta {delta:g}")
+    lines.append("  the value is noisy: the rows this stage keeps are chosen by a noisy threshold, so a row near "
+                 "it may be kept or dropped where the exact query would not (the stage's error above)")
+    return lines
 
 
 def _explain(plan: Plan) -> str:
@@ -144,6 +183,7 @@ def _explain(plan: Plan) -> str:
                          f"one unit appears with probability <= delta / L)")
     lines.append(f"budget: epsilon {plan.epsilon:.6g}, delta {plan.delta:g}")
     lines += plan.budget_note.lines() if plan.budget_note is not None else []
+    lines += _stage_lines(plan) if plan.stages else []
     lines.append("measurements:")
     for m in plan.measurements:
         lines += measurement_lines(m)
@@ -158,6 +198,9 @@ def _explain(plan: Plan) -> str:
                      + _composed(plan))
     if plan.top_k is not None:
         lines.append(f"  {'+ ' if n else ''}the top-k choice: {plan.top_k.loss} (pure), k peels composed")
+    if plan.stages:
+        lines.append("  + the earlier stages: " + " + ".join(f"epsilon {s.plan.epsilon:.6g}" for s in plan.stages)
+                     + f"; the query: epsilon {plan.epsilon:.6g}, delta {plan.delta:g}")
     if plan.group_keys:
         count = plan.partitions if plan.partitions is not None else "the selected"
         lines.append(f"  parallel over {count} partition(s), each unit in <= {plan.max_groups}: "
@@ -176,7 +219,7 @@ def _explain(plan: Plan) -> str:
 def _composed(plan: Plan) -> str:
     """What the measurements' losses compose to within the query (mechanisms/losses.py compose), at
     the delta the noise was given (the query's, less partition selection's)."""
-    noise_delta = plan.delta - (plan.selection.delta if plan.selection is not None else 0.0)
+    noise_delta = plan.own_budget[1] - (plan.selection.delta if plan.selection is not None else 0.0)
     if any(m.loss.measure == ZCDP for m in plan.measurements):   # a quantile rule's delta is its own
         noise_delta -= sum(float(m.loss.delta) for m in plan.measurements if m.loss.measure == APPROXIMATE)
     epsilon, delta = compose([m.loss for m in plan.measurements], noise_delta)
