@@ -23,6 +23,7 @@ from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
 from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, NeedsBounds, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
+from dpsql.frontend.arg_max import arg_max
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
@@ -182,6 +183,7 @@ class PrivateConnection:
             local = local_query(parsed, self.policy)
             if local is not None:   # a count of a randomized column's reports (frontend/local.py): no central noise
                 return local_plan(local, sql, self.policy, ci, nonnegative)
+            parsed, lookup = arg_max(parsed, self.policy)   # the row of the largest private total: a top-1
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = mode_as_top_one(fold_constants(statement, sql), sql)
@@ -189,10 +191,12 @@ class PrivateConnection:
             self._check_lookups(scope.table, reader, deadline)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
-            eps, dlt = check_budget_parameters(eps, dlt)   # DP401 before a stage's share is taken
-            plan = build_plan(statement, scope, epsilon=eps / stages, delta=dlt / stages, confidence=ci,
+            if stages > 1:   # a stage's share (checked by _staged: DP401 before the division)
+                eps, dlt = eps / stages, dlt / stages
+            plan = build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
                               nonnegative=nonnegative, mechanism=mechanism)
             size.check_groups(plan.partitions, statement, sql, self.limits)
+            plan = dataclasses.replace(plan, lookup=lookup) if lookup is not None else plan
             return rewrite(plan, noise_function or self._noise_function, **lowering)
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None

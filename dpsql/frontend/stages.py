@@ -87,8 +87,8 @@ def literal(value: Any) -> exp.Expression:
 
 def public_stage(sql: str) -> UnsupportedConstruct:
     """DP316 for a query whose last stage (or a subquery's) is not a DP query over private data."""
-    return _refuse("the query around a scalar subquery over private data reads no private table (or counts "
-                   "randomized reports): its stages would not be DP queries of their own", None, sql,
+    return _refuse("the query around a scalar subquery over private data reads no private table (or a stage "
+                   "counts randomized reports): its stages would not be DP queries of their own", None, sql,
                    "ask the subquery alone and write its answer into the query as a literal")
 
 
@@ -176,6 +176,10 @@ def split(statement: exp.Expression, sql: str, policy: Policy) -> Stages | None:
         raise _refuse(f"{len(found)} scalar subqueries over private data: at most {MAX_STAGES} are released before "
                       "a query (each takes a share of its budget)", found[MAX_STAGES], sql,
                       "ask the subqueries as queries of their own and write their answers into this one")
+    inside = {id(t) for s in found for t in s.find_all(exp.Table)}
+    if not any(t.name.lower() in policy.tables and not policy.tables[t.name.lower()].public
+               for t in statement.find_all(exp.Table) if id(t) not in inside):
+        raise public_stage(sql)
     inner = tuple(s.this.sql(dialect=Dpsql) for s in found)
     markers = {id(s): i for i, s in enumerate(found)}
     outer = statement.transform(lambda n: exp.Placeholder(this=f"{MARKER}{markers[id(n)]}")

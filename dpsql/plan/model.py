@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from dpsql.mechanisms.losses import APPROXIMATE, ZCDP, compose
 from dpsql.mechanisms.releases import Release
+from dpsql.frontend.arg_max import Lookup
 from dpsql.plan.explain import key_description, measurement_lines, output_line
 from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
 from dpsql.plan.top_k import TopK
@@ -51,6 +52,8 @@ class Plan:
     top_k: TopK | None = None              # ORDER BY one aggregate LIMIT k: the groups chosen (plan/top_k.py)
     stages: tuple[Stage, ...] = ()         # scalar subqueries released first (frontend/stages.py); epsilon
                                            # and delta above are then the whole query's, theirs included
+    lookup: Lookup | None = None           # a public table's columns read by the released top-1 key
+                                           # (frontend/arg_max.py): post-processing of public data
     rewritten_sql: str = field(default="", compare=False)
     budget_note: BudgetNote | None = field(default=None, compare=False)   # explain's: the remaining budget
 
@@ -209,6 +212,8 @@ def _explain(plan: Plan) -> str:
         lines.append(f"  delta {plan.selection.delta:g} spent by partition selection")
     if plan.having is not None or plan.order or plan.limit is not None:
         lines.append("  HAVING / ORDER BY / LIMIT run on released values only")
+    if plan.lookup is not None:
+        lines.append("  " + plan.lookup.line())
     if plan.rewritten_sql:
         lines.append("rewritten SQL:")
         pretty = sqlglot.transpile(plan.rewritten_sql, read="duckdb", write="duckdb", pretty=True)[0]

@@ -194,6 +194,11 @@ FINDINGS = [
     "SELECT SUM(i8) FROM people WHERE CAST(txt AS INTEGER) > 1",
     "SELECT grade, SUM(f64) AS s FROM (SELECT grade, f64 FROM visits WHERE dec < (SELECT MAX(dec) FROM visits "
     "WHERE CAST(txt AS DATE) > DATE '2001-01-01')) AS v GROUP BY grade HAVING SUM(f64) > (SELECT SUM(f64) FROM visits) / 10",
+    # the row of the largest private total (TPC-H Q15's shape): the top-1, then the public table's row
+    "WITH r (k, v) AS (SELECT clinic, SUM(f64) FROM visits WHERE CAST(txt AS INTEGER) > 1 OR i8 > 0 GROUP BY clinic) "
+    "SELECT clinics.clinic, region, v FROM clinics, r WHERE clinics.clinic = k AND v = (SELECT MAX(v) FROM r)",
+    "WITH r AS (SELECT clinic AS k, COUNT(*) AS n FROM visits GROUP BY clinic) SELECT doctors, n FROM r, clinics "
+    "WHERE n = (SELECT MIN(n) FROM r) AND k = clinics.clinic",
 ]
 # COUNT(*, contribution_bounds_per_group => (X, X)): every unit counts X, so the exact count is
 # units * X, which overflows a BIGINT cast on the neighbour only when the base sits just below 2**63:
