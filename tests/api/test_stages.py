@@ -99,3 +99,15 @@ def test_a_subquery_over_public_tables_only_is_not_a_stage(policy):
     assert split(statement, "", load_policy(policy)) is None
     inside = sqlglot.parse_one("SELECT COUNT(*) FROM people WHERE age > (SELECT MAX(age) FROM people)")
     assert split(inside, "", load_policy(policy)).inner == ("SELECT MAX(age) FROM people",)
+
+
+def test_an_analyst_is_charged_once_for_both_stages_and_refused_whole(db):
+    """The one reservation is all or nothing: a query of stages that does not fit the analyst's budget
+    spends nothing, and one that fits is charged its whole epsilon once."""
+    testing.ledger(db).add_analyst("ann", epsilon=1.5)
+    ann = db.analyst("ann")
+    ann.sql(QUERY, epsilon=1.0)
+    assert ann.budget.spent_epsilon == pytest.approx(1.0) and len(ann.budget.history) == 1
+    with pytest.raises(dpsql.DpsqlError) as info:
+        ann.sql(QUERY, epsilon=1.0, fresh=True)   # stage 1 alone (0.5) would fit: the query does not
+    assert info.value.code == "DP402" and ann.budget.spent_epsilon == pytest.approx(1.0)
