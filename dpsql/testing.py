@@ -30,6 +30,7 @@ checks that they do not); they add nothing an analyst's SQL can reach.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import secrets
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -111,12 +112,30 @@ def _function(db: PrivateConnection, noise: str) -> str:
 
 
 def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-          noise: str = "identity", sampling: str = "hash", stage: str = "output", **options) -> Plan | PublicPlan:
+          noise: str = "identity", sampling: str = "hash", stage: str = "output", earlier: str | None = None,
+          **options) -> Plan | PublicPlan:
     """The query's plan lowered to SQL whose noise calls are the noiseless ``noise`` function (with the
-    automatic contribution bounds ``db.sql`` chose for it, if any)."""
+    automatic contribution bounds ``db.sql`` chose for it, if any).
+
+    A query of stages (frontend/stages.py) is lowered as its last stage with the earlier stages'
+    values, released with the noiseless ``earlier`` function (default: ``noise``, but ``zero`` for
+    ``stage="measurements"``: a check of the last stage's measurements on neighbouring databases holds
+    the earlier stages' values fixed, as their noise makes them; those stages are queries of their
+    own, checked as such)."""
     options.setdefault("limits", db._auto_limits.get(sql))
-    return db._lowered(sql, epsilon, delta, noise_function=_function(db, noise), sampling=sampling, stage=stage,
-                       **options)
+    lowering = dict(noise_function=_function(db, noise), sampling=sampling, stage=stage, **options)
+    plan = db._lowered(sql, epsilon, delta, **lowering)
+    if not isinstance(plan, Plan) or not plan.stages:
+        return plan
+    earlier = earlier or ("zero" if stage == "measurements" else noise)
+    values = []
+    for s in plan.stages:
+        ran = db._lowered(s.plan.sql, s.plan.epsilon, s.plan.delta, noise_function=_function(db, earlier),
+                          sampling=sampling)
+        table = fetch(db, bind(db, ran.rewritten_sql))
+        values.append(table.column(0)[0].as_py() if table.num_rows == 1 else None)
+    last = db._last_stage(sql, plan, values, lowering)
+    return dataclasses.replace(last, sql=sql, epsilon=plan.epsilon, delta=plan.delta, stages=plan.stages)
 
 
 def run(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: float | None = None, *,

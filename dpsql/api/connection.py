@@ -7,6 +7,7 @@ The pipeline, in one place (``PrivateConnection.plan``)::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import secrets
 import threading
 from pathlib import Path
@@ -22,15 +23,18 @@ from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
 from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, NeedsBounds, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
+from dpsql.frontend.arg_max import arg_max
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
 from dpsql.frontend.mode import mode_as_top_one
 from dpsql.frontend.per_person import per_person
 from dpsql.frontend.scope import Scope, group_keys
+from dpsql.frontend.stages import Stages, public_stage, split
 from dpsql.frontend.parse import parse
+from dpsql.plan.allocation import check_budget_parameters
 from dpsql.plan.build import build_plan
-from dpsql.plan.model import Plan
+from dpsql.plan.model import Plan, Stage
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
 from dpsql.frontend import key_pruning, public_bounds
@@ -192,20 +196,28 @@ class PrivateConnection:
     def _lowered(self, sql: str, epsilon: float | None, delta: float | None, *, ci: float | None = None,
                  nonnegative: bool = True, noise_function: str | None = None, reader: str | None = None,
                  deadline: float | None = None, mechanism: str | None = None,
-                 limits: tuple[int | None, int | None] | None = None, **lowering) -> Plan | PublicPlan | LocalPlan:
+                 limits: tuple[int | None, int | None] | None = None, stages: int = 1,
+                 **lowering) -> Plan | PublicPlan | LocalPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
         over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
         Its input is bounded first (frontend/size.py): planning is linear in it, so it is not
-        interrupted; the engine's reads are (``reader``: who asks, ``deadline``: seconds of a read)."""
+        interrupted; the engine's reads are (``reader``: who asks, ``deadline``: seconds of a read).
+        ``stages``: the query's stages (frontend/stages.py); this one is planned at its share of the budget."""
         try:
             size.check_text(sql, self.limits)
             parsed = parse(sql)
             size.check_shape(parsed, sql, self.limits)
+            staged = split(parsed, sql, self.policy) if stages == 1 else None
+            if staged is not None:
+                plan_stage = functools.partial(self._lowered, ci=ci, nonnegative=nonnegative, reader=reader,
+                                               deadline=deadline, mechanism=mechanism, **lowering)
+                return self._staged(staged, sql, epsilon, delta, plan_stage)
             if public_only(parsed, self.policy):
                 return public_plan(parsed, sql, self.policy)
             local = local_query(parsed, self.policy)
             if local is not None:   # a count of a randomized column's reports (frontend/local.py): no central noise
                 return local_plan(local, sql, self.policy, ci, nonnegative)
+            parsed, lookup = arg_max(parsed, self.policy)   # the row of the largest private total: a top-1
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = mode_as_top_one(fold_constants(statement, sql), sql)
@@ -216,12 +228,58 @@ class PrivateConnection:
             self._check_lookups(scope.table, reader, deadline)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
-            plan = build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci, nonnegative=nonnegative,
-                              mechanism=mechanism)
+            if stages > 1:   # a stage's share (checked by _staged: DP401 before the division)
+                eps, dlt = eps / stages, dlt / stages
+            plan = build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
+                              nonnegative=nonnegative, mechanism=mechanism)
             size.check_groups(plan.partitions, statement, sql, self.limits)
+            plan = dataclasses.replace(plan, lookup=lookup) if lookup is not None else plan
             return rewrite(plan, noise_function or self._noise_function, **lowering)
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
+
+    def _staged(self, staged: Stages, sql: str, epsilon: float | None, delta: float | None, plan_stage) -> Plan:
+        """A query with scalar subqueries over private data (frontend/stages.py): each planned as a query of
+        its own, then the query with NULL in their places (the values come when it runs: ``_run_stages``);
+        the budget split equally between them, the whole charged once."""
+        options = staged.options(sql)
+        eps = _choose("epsilon", epsilon, options.epsilon, self.policy.default_epsilon)
+        eps, dlt = check_budget_parameters(eps, _choose("delta", delta, options.delta, self.policy.default_delta))
+        n = len(staged.inner) + 1
+        plans = [plan_stage(text, eps, dlt, stages=n) for text in (*staged.inner, staged.placeholder_sql())]
+        if not all(isinstance(p, Plan) for p in plans):
+            raise public_stage(sql)
+        return dataclasses.replace(plans[-1], sql=sql, epsilon=eps, delta=dlt,
+                                   stages=tuple(Stage(p) for p in plans[:-1]))
+
+    def _last_stage(self, sql: str, plan: Plan, values: list, options: dict) -> Plan:
+        """The last stage planned again with the earlier stages' released values in place of the subqueries:
+        post-processing of those releases, so a refusal here depends on them alone (spent: DP900)."""
+        staged = split(parse(sql), sql, self.policy)
+        assert staged is not None
+        try:
+            final = self._lowered(staged.outer_sql(values), plan.epsilon, plan.delta, stages=len(plan.stages) + 1,
+                                  **options)
+        except DpsqlError as err:
+            raise ExecutionError("DP900", f"the query could not be planned with its subqueries' released values "
+                                 f"({err.code}); its budget stays spent") from None
+        if not isinstance(final, Plan) or final.releases() != dataclasses.replace(plan, stages=()).releases():
+            raise ExecutionError("DP999", "the last stage's releases changed with its subqueries' values: this is "
+                                 "probably a bug; its budget stays spent")
+        return final
+
+    def _run_stages(self, earlier: list, clock: Deadline, replan) -> duckdb.DuckDBPyRelation:
+        """Run the earlier stages (each one released value: its one row's first column; none: NULL), then
+        bind the last one with their values (``replan``: ``_last_stage`` with the call's options)."""
+        values = []
+        for bound in earlier:
+            with self._lock:
+                self._noise.clear()
+            table = self._engine.run(bound, clock)
+            values.append(table.column(0)[0].as_py() if table.num_rows == 1 and table.num_columns else None)
+        with self._lock:
+            self._noise.clear()
+        return self._engine.bind(replan(values).rewritten_sql)
 
     def _check_lookups(self, table, reader: str | None, deadline: float | None) -> None:
         """Every public table the query joins is a lookup: the columns it is joined on are unique in it
@@ -319,12 +377,17 @@ class PrivateConnection:
         with self._engine.turn(analyst, seconds) as clock:
             if isinstance(planned.plan, (PublicPlan, LocalPlan)):
                 return self._exact(planned.plan, analyst, clock)
-            return self._private(sql, planned, fresh, analyst, clock)
+            options = dict(ci=ci, nonnegative=nonnegative, reader=analyst, deadline=seconds, mechanism=mechanism)
+            replan = functools.partial(self._last_stage, sql, planned.plan, options=options)
+            return self._private(sql, planned, fresh, analyst, clock, replan)
 
-    def _private(self, sql: str, planned: Entry, fresh: bool, analyst: str | None, clock: Deadline) -> Result:
-        """A DP query: bound, charged, run (inside the caller's turn of the engine)."""
+    def _private(self, sql: str, planned: Entry, fresh: bool, analyst: str | None, clock: Deadline,
+                 replan) -> Result:
+        """A DP query: bound, charged, run (inside the caller's turn of the engine). A query of stages
+        binds every stage before the charge (the last with NULL values), so a binder error spends nothing."""
         plan = planned.plan
         bound = self._engine.bind(plan.rewritten_sql)
+        earlier = [self._engine.bind(s.plan.rewritten_sql) for s in plan.stages]
         cost = self._ledger.cost(plan)
         if planned.normalised is None:
             text, names = replay.normalise_sql(sql)
@@ -342,6 +405,8 @@ class PrivateConnection:
         if ticket.replayed:
             return Result(ticket.answer, plan, replayed=True)
         try:
+            if earlier:
+                bound = self._run_stages(earlier, clock, replan)
             with self._lock:
                 self._noise.clear()   # no draw outlives its query
             table = self._engine.run(bound, clock)

@@ -56,6 +56,8 @@ def plan_summary(plan) -> str:
         groups = ("the groups released by partition selection" if plan.partitions is None
                   else f"{plan.partitions} partition(s)")
         text += f"; parallel over {groups}, each unit in <= {plan.max_groups}"
+    for i, stage in enumerate(plan.stages):
+        text += f"; after stage {i + 1} ({plan_summary(stage.plan)})"
     return text
 
 
@@ -76,4 +78,6 @@ def plan_signature(plan: Plan) -> str:
     if top is not None:   # the choice: its utility's fields are among the measurements' above (Plan.computed)
         parts.append(f"top_k=({top.utility.name}, {top.k}, {top.descending}, {top.by_rank}, {top.monotone}, "
                      f"{top.loss}, {top.scale})")
+    # Earlier stages (frontend/stages.py): each releases too. Absent without stages: keys of before stay.
+    parts += [f"stage=({plan_signature(s.plan)})" for s in plan.stages]
     return ";".join(parts)

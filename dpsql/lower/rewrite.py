@@ -35,10 +35,25 @@ from sqlglot import exp
 from dpsql.lower import distinct, histogram, quantile, top_k
 from dpsql.lower.names import choice_function
 from dpsql.plan.model import Plan
-from dpsql.sql.build import DIALECT, alias, col, ident, num, table
+from dpsql.sql.build import DIALECT, alias, col, ident, join, num, table
+from dpsql.sql.compare import compare
 from dpsql.lower.noise import noisy_cte, scalar_totals
 from dpsql.lower.post import final_select, measurements_select, output_interval, output_value
 from dpsql.lower.bounding import agg_cte, cuts_ranks_first, rows_cte, user_level_ctes
+
+
+def looked_up(plan: Plan, query: exp.Select) -> exp.Select:
+    """The released top-1 row with its public table's columns read by its key (frontend/arg_max.py
+    ``Lookup``): a LEFT JOIN on the table's key, unique in it (checked as the query's lookup was, DP207),
+    compared by sql/compare.py; public data joined to a released key, so post-processing."""
+    lookup = plan.lookup
+    assert lookup is not None
+    kind = lookup.kind
+    top = exp.Subquery(this=query, alias=exp.TableAlias(this=ident("__top")))
+    on = compare(exp.EQ, col(lookup.column, "__p"), kind, col(lookup.key, "__top"), kind)
+    items = [alias(col(column, "__top" if released else "__p"), name) for name, released, column in lookup.outputs]
+    public = exp.Table(this=ident(lookup.table), alias=exp.TableAlias(this=ident("__p")))
+    return join(exp.select(*items).from_(top, copy=False), public, on, "LEFT")
 
 
 def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage: str = "output") -> Plan:
@@ -89,6 +104,8 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
     query = final_select(plan) if stage == "output" else measurements_select(plan)
     for name, cte in ctes:
         query = query.with_(ident(name), as_=cte, materialized=True if name in materialized else None, copy=False)
+    if plan.lookup is not None and stage == "output":
+        query = looked_up(plan, query)
     # Compact and without sqlglot's defensive copy: this runs on every query; explain pretty-prints.
     return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, copy=False))
 

@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from dpsql.mechanisms.losses import APPROXIMATE, ZCDP, compose
 from dpsql.mechanisms.releases import Release
+from dpsql.frontend.arg_max import Lookup
 from dpsql.plan.explain import key_description, measurement_lines, output_line
 from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
 from dpsql.plan.top_k import TopK
@@ -49,6 +50,10 @@ class Plan:
     confidence: float | None = None        # add <output>_ci_low/_ci_high at this level (post-processing)
     nonnegative: bool = True               # counts (and sums of non-negative values) clamped at 0
     top_k: TopK | None = None              # ORDER BY one aggregate LIMIT k: the groups chosen (plan/top_k.py)
+    stages: tuple[Stage, ...] = ()         # scalar subqueries released first (frontend/stages.py); epsilon
+                                           # and delta above are then the whole query's, theirs included
+    lookup: Lookup | None = None           # a public table's columns read by the released top-1 key
+                                           # (frontend/arg_max.py): post-processing of public data
     rewritten_sql: str = field(default="", compare=False)
     budget_note: BudgetNote | None = field(default=None, compare=False)   # explain's: the remaining budget
 
@@ -92,7 +97,13 @@ class Plan:
             found += (Release.approximate(0, self.selection.delta),)
         if self.top_k is not None:
             found += (self.top_k.release,)
-        return found
+        return tuple(r for s in self.stages for r in s.plan.releases()) + found
+
+    @property
+    def own_budget(self) -> tuple[float, float]:
+        """(epsilon, delta) of this plan's own measurements: the query's less its earlier stages'."""
+        return (self.epsilon - sum(s.plan.epsilon for s in self.stages),
+                self.delta - sum(s.plan.delta for s in self.stages))
 
     @property
     def computed(self) -> tuple[Measurement, ...]:
@@ -119,6 +130,37 @@ class Plan:
         return _explain(self)
 
 
+@dataclass(frozen=True)
+class Stage:
+    """A scalar subquery over private data released before the query that uses it (frontend/stages.py):
+    its own plan at its share of the query's budget; the query reads its released value as a constant."""
+    plan: Plan
+
+    def lines(self, number: int, of: int) -> list[str]:
+        head = (f"stage {number} of {of}: {' '.join(self.plan.sql.split())}: epsilon {self.plan.epsilon:.6g}, "
+                f"delta {self.plan.delta:g}; its released value is a constant of stage {of}")
+        return [head] + _stage_body(self.plan)
+
+
+def _stage_body(plan: Plan) -> list[str]:
+    """A stage's explain text, indented, without its first line (the head says it)."""
+    return ["  " + line for line in str(plan).splitlines()[1:]]
+
+
+def _stage_lines(plan: Plan) -> list[str]:
+    """The earlier stages, then what the last one is, with its share of the budget; the threshold's noise."""
+    n = len(plan.stages) + 1
+    lines = [f"stages: {n} releases, charged once (sequential composition; the budget split equally)"]
+    for i, stage in enumerate(plan.stages):
+        lines += stage.lines(i + 1, n)
+    epsilon, delta = plan.own_budget
+    lines.append(f"stage {n} of {n}: the query below, each subquery replaced by its stage's released value "
+                 f"(NULL in its text here): epsilon {epsilon:.6g}, delta {delta:g}")
+    lines.append("  the value is noisy: the rows this stage keeps are chosen by a noisy threshold, so a row near "
+                 "it may be kept or dropped where the exact query would not (the stage's error above)")
+    return lines
+
+
 def _explain(plan: Plan) -> str:
     """The explain text: the table and its bounds, the groups, the measurements and outputs (their
     lines from plan/explain.py), the composition, and the rewritten SQL."""
@@ -143,6 +185,7 @@ def _explain(plan: Plan) -> str:
                          f"one unit appears with probability <= delta / L)")
     lines.append(f"budget: epsilon {plan.epsilon:.6g}, delta {plan.delta:g}")
     lines += plan.budget_note.lines() if plan.budget_note is not None else []
+    lines += _stage_lines(plan) if plan.stages else []
     lines.append("measurements:")
     for m in plan.measurements:
         lines += measurement_lines(m)
@@ -157,6 +200,9 @@ def _explain(plan: Plan) -> str:
                      + _composed(plan))
     if plan.top_k is not None:
         lines.append(f"  {'+ ' if n else ''}the top-k choice: {plan.top_k.loss} (pure), k peels composed")
+    if plan.stages:
+        lines.append("  + the earlier stages: " + " + ".join(f"epsilon {s.plan.epsilon:.6g}" for s in plan.stages)
+                     + f"; the query: epsilon {plan.epsilon:.6g}, delta {plan.delta:g}")
     if plan.group_keys:
         count = plan.partitions if plan.partitions is not None else "the selected"
         lines.append(f"  parallel over {count} partition(s), each unit in <= {plan.max_groups}: "
@@ -165,6 +211,8 @@ def _explain(plan: Plan) -> str:
         lines.append(f"  delta {plan.selection.delta:g} spent by partition selection")
     if plan.having is not None or plan.order or plan.limit is not None:
         lines.append("  HAVING / ORDER BY / LIMIT run on released values only")
+    if plan.lookup is not None:
+        lines.append("  " + plan.lookup.line())
     if plan.rewritten_sql:
         lines.append("rewritten SQL:")
         pretty = sqlglot.transpile(plan.rewritten_sql, read="duckdb", write="duckdb", pretty=True)[0]
@@ -202,7 +250,7 @@ def _bounds_lines(t) -> list[str]:
 def _composed(plan: Plan) -> str:
     """What the measurements' losses compose to within the query (mechanisms/losses.py compose), at
     the delta the noise was given (the query's, less partition selection's)."""
-    noise_delta = plan.delta - (plan.selection.delta if plan.selection is not None else 0.0)
+    noise_delta = plan.own_budget[1] - (plan.selection.delta if plan.selection is not None else 0.0)
     if any(m.loss.measure == ZCDP for m in plan.measurements):   # a quantile rule's delta is its own
         noise_delta -= sum(float(m.loss.delta) for m in plan.measurements if m.loss.measure == APPROXIMATE)
     epsilon, delta = compose([m.loss for m in plan.measurements], noise_delta)

@@ -189,6 +189,23 @@ FINDINGS = [
     "FROM visits GROUP BY txt",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) MAX(i128, mechanism => 'smooth') AS s, "
     "QUANTILE_CONT(f64, 0, mechanism => 'ptr') AS p FROM people",
+    # multi-stage queries (issue 24): a scalar subquery over private data released first, its value a
+    # constant of the query (held at its zero-noise value on both sides: the seam's ``earlier``); the
+    # subqueries alone are queries like any other, and the heavy person's values fail casts in either
+    "SELECT tier, COUNT(*) AS n FROM visits WHERE f64 > (SELECT AVG(f64) FROM visits) GROUP BY tier ORDER BY n",
+    # (exact, the threshold would sit at i8 < 0 on the base and i8 < 1 beside one more person: 16 rows)
+    "SELECT COUNT(*) AS n FROM people WHERE i8 < (SELECT COUNT(*) FROM people) - 1000",
+    "SELECT AVG(f64) FROM visits",
+    "SELECT COUNT(*) AS n, SUM(i8) AS s FROM people WHERE i64 > (SELECT SUM(i8) FROM people WHERE CAST(txt AS "
+    "INTEGER) > 1) OR CAST(txt AS INTEGER) < (SELECT COUNT(*) FROM people WHERE -i64 > 0)",
+    "SELECT SUM(i8) FROM people WHERE CAST(txt AS INTEGER) > 1",
+    "SELECT grade, SUM(f64) AS s FROM (SELECT grade, f64 FROM visits WHERE dec < (SELECT MAX(dec) FROM visits "
+    "WHERE CAST(txt AS DATE) > DATE '2001-01-01')) AS v GROUP BY grade HAVING SUM(f64) > (SELECT SUM(f64) FROM visits) / 10",
+    # the row of the largest private total (TPC-H Q15's shape): the top-1, then the public table's row
+    "WITH r (k, v) AS (SELECT clinic, SUM(f64) FROM visits WHERE CAST(txt AS INTEGER) > 1 OR i8 > 0 GROUP BY clinic) "
+    "SELECT clinics.clinic, region, v FROM clinics, r WHERE clinics.clinic = k AND v = (SELECT MAX(v) FROM r)",
+    "WITH r AS (SELECT clinic AS k, COUNT(*) AS n FROM visits GROUP BY clinic) SELECT doctors, n FROM r, clinics "
+    "WHERE n = (SELECT MIN(n) FROM r) AND k = clinics.clinic",
 ]
 # COUNT(*, contribution_bounds_per_group => (X, X)): every unit counts X, so the exact count is
 # units * X, which overflows a BIGINT cast on the neighbour only when the base sits just below 2**63:
