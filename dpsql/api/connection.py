@@ -314,10 +314,11 @@ class PrivateConnection:
         """One public column's keys: its values, or those of the rows of the public tables that pass the
         WHERE's public conjuncts (frontend/key_pruning.py: public data only, so free)."""
         pruned = key_pruning.pruned_read(statement, scope.table, column, scope.policy)
-        read = pruned[0].sql(dialect="duckdb") if pruned is not None else None
-        keyed = self._engine.public_keys(scope.table.name, column, f"__dpsql_keys_{secrets.token_hex(4)}", reader,
-                                         deadline, read)
-        return dataclasses.replace(keyed, keys_where=pruned[1]) if pruned is not None else keyed
+        keys = self._engine.pruned_keys(pruned[0].sql(dialect="duckdb"), reader, deadline) if pruned else None
+        if pruned is not None and keys is not None:
+            return dataclasses.replace(column, keys=keys, keys_where=pruned[1])
+        return self._engine.public_keys(scope.table.name, column, f"__dpsql_keys_{secrets.token_hex(4)}", reader,
+                                        deadline)
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,

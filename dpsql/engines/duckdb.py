@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.engines import duckdb_sources as sources
-from dpsql.engines.duckdb_schema import bind_schema, check_referenced_keys, key_tables, repeats_as_compared, \
-    table_schema
+from dpsql.engines.duckdb_schema import KEY_LITERALS_MAX, bind_schema, check_referenced_keys, key_tables, \
+    repeats_as_compared, table_schema
 from dpsql.engines.turns import Turns
 from dpsql.engines.versions import file_data_version
 from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct
@@ -139,21 +139,20 @@ class DuckDBEngine:
             raise PolicyError("DP502", f"cannot read the database schema: {e}") from None
 
     def public_keys(self, table: str, column: ColumnPolicy, prefix: str, reader: Hashable = None,
-                    deadline: float | None = None, read: str | None = None) -> ColumnPolicy:
+                    deadline: float | None = None) -> ColumnPolicy:
         """A public table's column with its distinct values as keys (a long set in a TEMP table, as
         declared keys are). Public data: reading it leaks nothing. Read once per reader (the analyst
         asking; None: the owner), never shared between readers: whether it was read before must not
         depend on what another analyst asked (a first read of 900,000 rows takes 0.2 s, a kept one
         nothing; issue 20, finding 6). Memory: one copy per reader of each public column grouped by.
-        The read is a turn of its own, interrupted after ``deadline`` seconds (DP425). ``read``: the
-        SELECT of the keys over public tables only, pruned by the query's public conditions
-        (frontend/key_pruning.py), instead of the column's distinct values."""
-        key = (reader, table, column.public_source, read)
+        The read is a turn of its own, interrupted after ``deadline`` seconds (DP425)."""
+        key = (reader, table, column.public_source)
         if key not in self._public_keys:
             name, source = column.public_source
-            query = read or f'SELECT DISTINCT "{source}" FROM "{name}" WHERE "{source}" IS NOT NULL'
             with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
-                rows = self.con.execute(f"SELECT * FROM ({query}) ORDER BY 1 LIMIT ?", [MAX_PUBLIC_KEYS + 1]).fetchall()
+                rows = self.con.execute(
+                    f'SELECT DISTINCT "{source}" FROM "{name}" WHERE "{source}" IS NOT NULL ORDER BY 1 LIMIT ?',
+                    [MAX_PUBLIC_KEYS + 1]).fetchall()
                 if len(rows) > MAX_PUBLIC_KEYS:
                     raise UnsupportedConstruct("DP304", f"GROUP BY {name}.{source}: more than {MAX_PUBLIC_KEYS} groups")
                 keyed = dataclasses.replace(column, keys=tuple(r[0] for r in rows))
@@ -161,6 +160,17 @@ class DuckDBEngine:
                 self._public_keys[key] = key_tables(policy, self.con, f"{prefix}_{len(self._public_keys)}"
                                                     ).tables["t"].columns["c"]
         return dataclasses.replace(self._public_keys[key], name=column.name)
+
+    def pruned_keys(self, read: str, reader: Hashable = None, deadline: float | None = None) -> tuple | None:
+        """The keys a SELECT over public tables only returns (frontend/key_pruning.py: a public column's
+        values where the query's public conditions hold), or None past ``KEY_LITERALS_MAX`` of them (the
+        caller reads the column's own keys instead: a superset). Public data, read in a turn of its own
+        interrupted after ``deadline`` seconds (DP425). Never kept: one read per distinct WHERE would
+        grow without bound; the plan cache keeps the plans that used them, and short sets are literals,
+        so no TEMP table is made per read."""
+        with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
+            rows = self.con.execute(f"SELECT * FROM ({read}) ORDER BY 1 LIMIT ?", [KEY_LITERALS_MAX + 1]).fetchall()
+        return tuple(r[0] for r in rows) if len(rows) <= KEY_LITERALS_MAX else None
 
     def unique(self, table: str, columns, reader: Hashable = None, deadline: float | None = None) -> bool:
         """Are ``columns`` ((name, Form) pairs) unique together in a public ``table``, each in the form

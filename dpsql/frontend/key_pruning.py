@@ -16,7 +16,9 @@ passes the WHERE holds, for each of these public tables, one row that meets the 
 and the same conjuncts, so its key is one the read returns. A group the read does not return holds
 no row; releasing it would release noise around 0. L is then min(L, the keys' number) as for any
 public keys (plan/build.py ``_contribution_limits``): the row filter to the keys bounds the groups a
-person reaches.
+person reaches. A read is never kept (engines/duckdb.py ``pruned_keys``) and gives at most
+KEY_LITERALS_MAX keys, written as literals; past that the column's own keys serve (a superset), so
+no analyst can make dpsql keep a key table per WHERE they write.
 """
 from __future__ import annotations
 

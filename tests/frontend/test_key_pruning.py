@@ -2,6 +2,7 @@
 frontend/key_pruning.py): TPC-H Q5 releases the 5 nations of ASIA, read from the public tables alone,
 the same key set on neighbouring databases; only many-to-one steps (onto a lookup's unique key) and
 inner joins prune."""
+import duckdb
 import pytest
 
 import dpsql
@@ -62,3 +63,21 @@ def test_the_read_touches_public_tables_only():
 def test_only_inner_many_to_one_steps_prune(sql):
     keys = connect(whole()).explain(sql).group_keys[0].columns[0]
     assert keys.where is None and len(keys.keys) in (5, 25)
+
+
+def test_past_the_literal_limit_the_columns_own_keys_serve():
+    """A pruned read is never kept and gives at most KEY_LITERALS_MAX (256) keys; more, and the column's
+    own keys (a superset, read once per reader) serve: no key table per WHERE an analyst writes."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE p AS SELECT range AS k, range * 10 AS g FROM range(300)")
+    con.execute("CREATE TABLE t AS SELECT range AS id, range % 300 AS k FROM range(600)")
+    db = dpsql.connect(con, policy={"budget": {"epsilon": 10}, "tables": {
+        "t": {"privacy_unit": "id", "columns": {"id": {"identifier": True}, "k": {}}}, "p": {"public": True}}},
+        ledger=":memory:")
+    sql = "SELECT g, COUNT(*) AS n FROM t JOIN p ON t.k = p.k WHERE p.k > {} GROUP BY g"
+    few, many = (db.explain(sql.format(n)).group_keys[0].columns[0] for n in (100, 5))
+    assert (len(few.keys), few.where) == (199, "p_k > 100")
+    assert (len(many.keys), many.where) == (300, None)
+    with engine_reads(db) as seen:
+        db.explain(sql.format(100).replace("AS n", "AS n2"))
+    assert sum("DISTINCT" in s for s in seen) == 1   # read again: not kept
