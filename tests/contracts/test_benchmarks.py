@@ -110,6 +110,10 @@ def test_the_cwida_benchmark_runs_the_peers_five_queries_at_sf_001(tmp_path):
         assert rec["rel_error"] is not None and rec["runs"][0]["missing_rows"] == 0, rec["runs"]
         assert rec["scaled_error"] == pytest.approx(rec["rel_error"] * 0.01 / 30)
         assert "DIFFERENTIAL_PRIVACY" not in rec["plain_sql"] and "contribution_bounds" not in rec["plain_sql"]
+        assert 0 < rec["expected"]["ours"] and 0 < rec["expected"]["peer"]
+    # The peer's Laplace at 9 shares (Q1) and 2 (Q5) against dpsql's Gaussian and one share.
+    assert records["q01"]["expected"]["ours"] < records["q01"]["expected"]["peer"]
+    assert records["q05"]["expected"]["ours"] < 0.6 * records["q05"]["expected"]["peer"]
     assert "| q14 |" in cwida.table(result)
 
 
@@ -119,5 +123,6 @@ def test_the_cwida_benchmark_compares_against_the_peers_medians():
     assert rec["scaled_error"] == pytest.approx(0.001)
     assert rec["peer_error"] == pytest.approx(0.000052) and rec["peer_ratio"] == pytest.approx(2.825201)
     assert not rec["lower_error"] and not rec["lower_ratio"]
-    rec = cwida.compare({"rel_error": 0.0001, "ratio": 1.5}, 6, sf=10)
-    assert rec["lower_error"] and rec["lower_ratio"]
+    rec = cwida.compare({"rel_error": 0.0001, "ratio": 1.5, "expected": {"ours": 1.0, "peer": 1.03}}, 6, sf=10)
+    assert rec["lower_error"] and rec["lower_ratio"] and rec["lower_expected"] == "tie"
+    assert cwida.compare({"rel_error": 0.0001, "ratio": 1, "expected": {"ours": 1, "peer": 2}}, 1, 10)["lower_expected"] == "yes"
