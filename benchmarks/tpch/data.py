@@ -64,6 +64,16 @@ def ensure_database(sf: float, data_dir: Path = DATA_DIR, log=print) -> Path:
     return db_file
 
 
+def connect_private(sf: float, policy: Path, data_dir: Path = DATA_DIR, log=print):
+    """(dpsql connection, its DuckDB threads) on TPC-H at ``sf`` under ``policy``, an in-memory ledger."""
+    import dpsql
+    from dpsql import testing
+
+    db = dpsql.connect(str(ensure_database(sf, data_dir, log)), policy=str(policy), ledger=":memory:")
+    threads = testing.duckdb_connection(db).sql("select current_setting('threads')").fetchall()[0][0]
+    return db, threads
+
+
 if __name__ == "__main__":
     import argparse
 

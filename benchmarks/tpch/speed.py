@@ -40,9 +40,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))   # run from a checkout without installing dpsql
 
-import dpsql  # noqa: E402
 from dpsql import testing  # noqa: E402
-from data import DATA_DIR, ensure_database, sf_label  # noqa: E402
+from data import DATA_DIR, connect_private, sf_label  # noqa: E402
 from run import POLICY, README, RESULTS, environment, put_block, query_text  # noqa: E402
 
 QUERIES = (1, 5, 9, 13)
@@ -187,11 +186,8 @@ def measure(db, n: int, runs: int, log=print) -> dict:
 
 def run(sf: float = 1.0, queries=QUERIES, runs: int = 7, policy: Path = POLICY, data_dir: Path = DATA_DIR,
         log=print) -> dict:
-    db_file = ensure_database(sf, data_dir, log)
-    db = dpsql.connect(str(db_file), policy=str(policy), ledger=":memory:")
+    db, threads = connect_private(sf, policy, data_dir, log)
     try:
-        con = testing.duckdb_connection(db)
-        threads = con.sql("select current_setting('threads')").fetchall()[0][0]
         log(f"SF {sf_label(sf)}, {runs} rounds, threads {threads}")
         records = [measure(db, n, runs, log) for n in queries]
     finally:

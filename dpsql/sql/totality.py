@@ -7,7 +7,8 @@ user expression is typed at plan time:
 * ``family``: the kind of value it yields (number, string, boolean, temporal), from the columns'
   DuckDB types; an aggregate that needs a number refuses anything else.
 * ``is_total``: whether it provably cannot raise on any row (columns, literals, comparisons of one
-  safe family, DATE with DATE and TIMESTAMP with TIMESTAMP included, AND/OR/NOT/IS NULL of those).
+  safe family, DATE with DATE and TIMESTAMP with TIMESTAMP included, a DECIMAL column with number
+  literals that its common type with them holds, AND/OR/NOT/IS NULL of those).
   Everything else runs under ``TRY()``, which turns an error on a row into NULL; the functions
   allowed are those whose errors ``TRY()`` catches.
 * ``narrow_dates``: the literals a DATE or TIMESTAMP column is compared with, written in the column's
@@ -188,9 +189,47 @@ def is_total(node: exp.Expression | None, types: Types) -> bool:
         return found is not None and found.total
     if isinstance(node, (*COMPARISONS, exp.Between)) or (
             isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest")):
+        if _decimal_with_literals(node, types):
+            return True
         kinds = {_safe_operand(o, types) for o in _operands(node)}
         return None not in kinds and len(kinds - {"null"}) <= 1
     return _calendar_part(node, types)
+
+
+def _literal_type(node: exp.Expression) -> str | None:
+    """The type DuckDB reads a (negated) number literal as: DOUBLE (``0.05e0``), DECIMAL(p, s) of its
+    own digits (``24``, ``0.05``: DuckDB widens such a literal only as far as its digits need)."""
+    node = node.this if isinstance(node, exp.Neg) else node
+    if not is_number_literal(node):
+        return None
+    if "e" in node.this.lower():
+        return "DOUBLE"
+    whole, _, fraction = node.this.partition(".")
+    if not (whole + fraction).isdigit():
+        return None
+    return f"DECIMAL({max(len(whole.lstrip('0')) + len(fraction), 1)},{len(fraction)})"
+
+
+def _decimal_with_literals(node: exp.Expression, types: Types) -> bool:
+    """A DECIMAL column compared with number literals only (TPC-H's ``l_quantity < 24``, ``l_discount
+    BETWEEN 0.05e0 AND 0.07e0``), where the comparison builder's pairing of the column with the
+    literals' common type casts nothing that can fail: DuckDB casts all of them to DOUBLE when one is a
+    DOUBLE (a DECIMAL never overflows it), else to one DECIMAL that holds every integer part and the
+    largest scale in 38 digits. Past that, the cast of a literal fails, on every row that reaches it:
+    its presence would say whether any row does (TRY() stays; tests/sql/test_totality.py)."""
+    operands = [o.unnest() for o in _operands(node) if o is not None]
+    columns = [types(o.name.lower()) for o in operands if isinstance(o, exp.Column)]
+    literals = [_literal_type(o) for o in operands if not isinstance(o, exp.Column)]
+    if len(columns) != 1 or base_type(columns[0]) not in ("DECIMAL", "NUMERIC") or not literals or None in literals:
+        return False
+    if "DOUBLE" in literals:
+        common = "DOUBLE"
+    else:
+        parts = [(int(p) - int(s), int(s)) for p, s in (t[8:-1].split(",") for t in literals if t is not None)]
+        whole, scale = max(w for w, _ in parts), max(s for _, s in parts)
+        common = f"DECIMAL({whole + scale},{scale})"
+    found = pairing(columns[0], common)
+    return found is not None and found.total
 
 
 CALENDAR_FUNCTIONS = (exp.Year, exp.Month, exp.Day, exp.Quarter, exp.DayOfWeek, exp.DayOfYear)

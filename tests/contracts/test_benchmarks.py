@@ -3,6 +3,7 @@ timed fresh (never a replay), and the report computes its targets. Speed targets
 benchmarks/README.md, not here."""
 
 import math
+import shutil
 
 import pytest
 
@@ -95,3 +96,33 @@ def test_the_topk_benchmark_runs_at_20k_rows():
     assert all(r["exponential"]["exponential"] and not r["noisy_values"]["exponential"] for r in results)
     assert "| row | top-k | 10 | 1 |" in load("topk").markdown({"environment": "", "runs": 1, "sf": 1, "zipf": results,
                                                           "tpch": []})
+
+
+def test_the_cwida_benchmark_runs_the_peers_five_queries_at_sf_001(tmp_path):
+    if shutil.which("tpchgen-cli") is None:
+        pytest.skip("tpchgen-cli is not installed (python3 -m pip install tpchgen-cli)")
+    cwida = load("tpch/cwida")
+    result = cwida.run(sf=0.01, runs=1, data_dir=tmp_path, log=lambda line: None)
+    records = {r["query"]: r for r in result["queries"]}
+    assert list(records) == ["q01", "q05", "q06", "q14", "q19"]
+    for rec in records.values():
+        assert rec["wall_s"]["plain"] > 0 and rec["ratio"] > 0
+        assert rec["rel_error"] is not None and rec["runs"][0]["missing_rows"] == 0, rec["runs"]
+        assert rec["scaled_error"] == pytest.approx(rec["rel_error"] * 0.01 / 30)
+        assert "DIFFERENTIAL_PRIVACY" not in rec["plain_sql"] and "contribution_bounds" not in rec["plain_sql"]
+        assert 0 < rec["expected"]["ours"] and 0 < rec["expected"]["peer"]
+    # The peer's Laplace at 9 shares (Q1) and 2 (Q5) against dpsql's Gaussian and one share.
+    assert records["q01"]["expected"]["ours"] < records["q01"]["expected"]["peer"]
+    assert records["q05"]["expected"]["ours"] < 0.6 * records["q05"]["expected"]["peer"]
+    assert "| q14 |" in cwida.table(result)
+
+
+def test_the_cwida_benchmark_compares_against_the_peers_medians():
+    cwida = load("tpch/cwida")
+    rec = cwida.compare({"rel_error": 0.003, "ratio": 3.0}, 6, sf=10)   # 0.3% at SF 10 is 0.1% at SF 30
+    assert rec["scaled_error"] == pytest.approx(0.001)
+    assert rec["peer_error"] == pytest.approx(0.000052) and rec["peer_ratio"] == pytest.approx(2.825201)
+    assert not rec["lower_error"] and not rec["lower_ratio"]
+    rec = cwida.compare({"rel_error": 0.0001, "ratio": 1.5, "expected": {"ours": 1.0, "peer": 1.03}}, 6, sf=10)
+    assert rec["lower_error"] and rec["lower_ratio"] and rec["lower_expected"] == "tie"
+    assert cwida.compare({"rel_error": 0.0001, "ratio": 1, "expected": {"ours": 1, "peer": 2}}, 1, 10)["lower_expected"] == "yes"

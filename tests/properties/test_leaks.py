@@ -68,6 +68,9 @@ FINDINGS = [
     f"SELECT COUNT(*) FROM people WHERE age > {TINY}",
     f"SELECT COUNT(*) FROM visits WHERE i128 >= {TINY} OR u64 < -{TINY}",
     f"SELECT COUNT(*) FROM people WHERE dec > {TINY}",
+    # a DECIMAL(18,3) against integer literals: 35 digits run bare, 36 under TRY() (the cast would fail)
+    "SELECT COUNT(*) FROM visits WHERE dec < 99999999999999999999999999999999999 AND dec BETWEEN -0.5 AND 1e300",
+    "SELECT COUNT(*) FROM people WHERE dec > -999999999999999999999999999999999999",
     "SELECT SUM(-i8) FROM people",
     "SELECT SUM(-i8), AVG(-i16), SUM(-i32) FROM visits",
     "SELECT COUNT(*) FROM people WHERE -i64 > 0",
