@@ -10,17 +10,24 @@ AVG's or a variance's interval covers its whole bounds in every row; (4) partiti
 its rule when the candidate groups come from the data (their number is private), the number withheld
 when they come from the policy (candidates minus released rows is then public); (5) a quantile that
 propose-test-release left without an answer (NULL, a released value) in some rows; (6) a ratio of
-released values left NULL by the ratio rule (plan/outputs.py ``ratios``) in some rows.
+released values left NULL by the ratio rule (plan/outputs.py ``ratios``) in some rows; (7) rows chosen
+by released values (ORDER BY ... LIMIT/OFFSET, HAVING) whose spread the noise exceeds: the half-width
+within which every candidate's noise lies at 95% (a union bound over the candidate groups: the policy's
+number of partitions, or the released rows under partition selection) is larger than the spread of the
+chosen values (max - min, against twice that half-width: noise alone spreads values that far; one row:
+its distance from 0, against the half-width), so noise alone could have chosen and ordered them; (8) most, but not all, released rows of a count or sum lie within their 95% noise of 0 (all: rule 2).
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from sqlglot import exp
 
 from dpsql.plan.aggregates import AGGREGATES, released_directly
 from dpsql.plan.kinds import OutputKind, Quantity
-from dpsql.plan.outputs import has_ratio
+from dpsql.plan.outputs import half_width, has_ratio
 from dpsql.plan.text import CONFIDENCE
 
 if TYPE_CHECKING:
@@ -65,6 +72,7 @@ def result_warnings(plan: Plan, table: pa.Table) -> list[str]:
     if whole:
         out.append(f"the confidence interval of {', '.join(whole)} covers the whole of its bounds in every row: "
                    "the noise dominates; a larger epsilon (or coarser groups) gives clearer answers")
+    out += _noisy_choices(plan, table) + _mostly_empty(plan, table, swamped)
     unanswered = _unanswered(plan, table)
     if unanswered:
         out.append(f"no answer (NULL) for {unanswered}: {NO_ANSWER}")
@@ -87,6 +95,60 @@ NO_ANSWER = ("its propose-test-release test failed: too few values lie near the 
 NULL_RATIO = ("a ratio of released values is NULL where its divisor's released value is 0, or <= 0 for a count or a "
               "sum of values >= 0 (noise alone took it there): never NaN or infinite; a larger epsilon (or coarser "
               "groups) gives fewer")
+
+
+def _noisy_choices(plan: Plan, table: pa.Table) -> list[str]:
+    """Rule 7: an output whose released values choose the rows, where the noise exceeds their spread."""
+    out = []
+    for clause, o in _choosing(plan):
+        values = [v for v in table.column(o.name).to_pylist() if v is not None] if o.name in table.column_names else []
+        if not values or not released_directly(o):
+            continue
+        candidates = plan.partitions or table.num_rows
+        reach = half_width(plan.measurement(o.measurements[0]), 1 - (1 - CONFIDENCE) / max(candidates, 1))
+        # Noise alone spreads the candidates' values over up to 2 * reach (one up, one down); one row: reach from 0.
+        spread, alone = (max(values) - min(values), 2 * reach) if len(values) > 1 else (abs(values[0]), reach)
+        if alone > spread:
+            out.append(f"{clause} chooses rows by {o.name}, whose noise exceeds the spread of its values: they span "
+                       f"{spread:.3g}, while the noise of {candidates} candidate group(s) reaches +-{reach:.3g} "
+                       f"({_LEVEL} for all of them); which rows were kept, and their order, may be the noise's; a "
+                       "larger epsilon (or fewer groups) gives a clearer choice")
+    return out
+
+
+def _choosing(plan: Plan) -> list[tuple[str, Output]]:
+    """(clause, output) for each output whose released values choose rows: ORDER BY's first term under a
+    LIMIT or OFFSET, and every output HAVING reads."""
+    found = []
+    if (plan.limit is not None or plan.offset is not None) and plan.order:
+        found.append(("ORDER BY ... LIMIT", plan.order[0][0]))
+    if plan.having is not None:
+        found += [("HAVING", c.name) for c in plan.having.find_all(exp.Column)]
+    chosen: dict[int, tuple[str, Output]] = {}
+    for clause, slot in found:
+        if _SLOT.fullmatch(slot) and int(slot[1:]) < len(plan.outputs):
+            chosen.setdefault(int(slot[1:]), (clause, plan.outputs[int(slot[1:])]))
+    return list(chosen.values())
+
+
+_SLOT = re.compile(r"o\d+")
+
+
+def _mostly_empty(plan: Plan, table: pa.Table, swamped: set[str]) -> list[str]:
+    """Rule 8: a count or sum within its noise of 0 in most released rows, but not all (rule 2)."""
+    found = []
+    for o in plan.visible_outputs:
+        if o.name in swamped or o.name not in table.column_names or not released_directly(o):
+            continue
+        error = plan.measurement(o.measurements[0]).error
+        values = [v for v in table.column(o.name).to_pylist() if v is not None]
+        near = sum(abs(v) <= error for v in values)
+        if 2 * near > len(values) and near < len(values):
+            found.append(f"{o.name} in {near} of {len(values)} rows (+-{error:.3g})")
+    if not found:
+        return []
+    return [f"most released groups cannot be told from empty: {', '.join(found)} lie within their {_LEVEL} noise "
+            "of 0; the groups that hold data may be far fewer; a larger epsilon (or fewer groups) gives clearer answers"]
 
 
 def _nulled_ratios(plan: Plan, table: pa.Table) -> str:

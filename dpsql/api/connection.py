@@ -28,6 +28,7 @@ from dpsql.frontend.flatten import flatten
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
 from dpsql.frontend.mode import mode_as_top_one
+from dpsql.frontend.names import output_names
 from dpsql.frontend.per_person import per_person
 from dpsql.frontend.scope import Scope, group_keys
 from dpsql.frontend.stages import Stages, public_stage, split
@@ -48,6 +49,7 @@ from dpsql.lower.names import choice_function, top_k_function
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines import versions
 from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.engines.duckdb_names import expression_name
 from dpsql.frontend.validate import validate
 from dpsql.api import auto_bounds, auto_contributions, replay
 from dpsql.api.replay import plan_signature
@@ -60,6 +62,15 @@ def _choose(name: str, caller, query, default):
     if caller is not None and query is not None and caller != query:
         raise InvalidParameter("DP401", f"{name} is given twice: {caller!r} by the caller and {query!r} in OPTIONS")
     return caller if caller is not None else query if query is not None else default
+
+
+def _duckdb_names(parsed, policy: Policy) -> list[str | None]:
+    """The output names plain DuckDB gives the query as written (issue 25, item 1): aliases and columns
+    by frontend/names.py, other expressions printed by DuckDB's parser (None: it could not; the plan's
+    own name stays). Read before the passes below rename columns; a function of the text alone."""
+    names = output_names(parsed, policy.tables)
+    return [name if name is not None else expression_name(item.unalias().sql(dialect="duckdb"))
+            for name, item in zip(names, parsed.expressions)]
 
 
 class PrivateConnection:
@@ -197,12 +208,14 @@ class PrivateConnection:
                  nonnegative: bool = True, noise_function: str | None = None, reader: str | None = None,
                  deadline: float | None = None, mechanism: str | None = None,
                  limits: tuple[int | None, int | None] | None = None, stages: int = 1,
-                 **lowering) -> Plan | PublicPlan | LocalPlan:
+                 named_by: str | None = None, **lowering) -> Plan | PublicPlan | LocalPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
         over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
         Its input is bounded first (frontend/size.py): planning is linear in it, so it is not
         interrupted; the engine's reads are (``reader``: who asks, ``deadline``: seconds of a read).
-        ``stages``: the query's stages (frontend/stages.py); this one is planned at its share of the budget."""
+        ``stages``: the query's stages (frontend/stages.py); this one is planned at its share of the budget;
+        ``named_by``: the SQL its outputs are named by (a last stage's: the query's own, not the one with its
+        subqueries' values in their places)."""
         try:
             size.check_text(sql, self.limits)
             parsed = parse(sql)
@@ -217,6 +230,7 @@ class PrivateConnection:
             local = local_query(parsed, self.policy)
             if local is not None:   # a count of a randomized column's reports (frontend/local.py): no central noise
                 return local_plan(local, sql, self.policy, ci, nonnegative)
+            names = _duckdb_names(parse(named_by) if named_by else parsed, self.policy)
             parsed, lookup = arg_max(parsed, self.policy)   # the row of the largest private total: a top-1
             statement, policy = per_person(parsed, sql, self.policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
@@ -231,7 +245,7 @@ class PrivateConnection:
             if stages > 1:   # a stage's share (checked by _staged: DP401 before the division)
                 eps, dlt = eps / stages, dlt / stages
             plan = build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
-                              nonnegative=nonnegative, mechanism=mechanism)
+                              nonnegative=nonnegative, mechanism=mechanism, names=names)
             size.check_groups(plan.partitions, statement, sql, self.limits)
             plan = dataclasses.replace(plan, lookup=lookup) if lookup is not None else plan
             return rewrite(plan, noise_function or self._noise_function, **lowering)
@@ -246,7 +260,8 @@ class PrivateConnection:
         eps = _choose("epsilon", epsilon, options.epsilon, self.policy.default_epsilon)
         eps, dlt = check_budget_parameters(eps, _choose("delta", delta, options.delta, self.policy.default_delta))
         n = len(staged.inner) + 1
-        plans = [plan_stage(text, eps, dlt, stages=n) for text in (*staged.inner, staged.placeholder_sql())]
+        plans = [plan_stage(text, eps, dlt, stages=n) for text in staged.inner]
+        plans.append(plan_stage(staged.placeholder_sql(), eps, dlt, stages=n, named_by=sql))
         if not all(isinstance(p, Plan) for p in plans):
             raise public_stage(sql)
         return dataclasses.replace(plans[-1], sql=sql, epsilon=eps, delta=dlt,
@@ -259,7 +274,7 @@ class PrivateConnection:
         assert staged is not None
         try:
             final = self._lowered(staged.outer_sql(values), plan.epsilon, plan.delta, stages=len(plan.stages) + 1,
-                                  **options)
+                                  named_by=sql, **options)
         except DpsqlError as err:
             raise ExecutionError("DP900", f"the query could not be planned with its subqueries' released values "
                                  f"({err.code}); its budget stays spent") from None

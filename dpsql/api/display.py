@@ -140,6 +140,13 @@ def noisy_columns(result: Released) -> set[str]:
     return noisy
 
 
+def interval_note(confidence: float) -> str:
+    """What an interval covers (issue 25, item 2): the noise around the bounded value, not the bias of
+    bounding (rows a person's caps dropped, values clamped), which only a measurement of it could tell."""
+    return (f"{confidence * 100:g}% confidence intervals of the noise around the bounded value (each person's rows "
+            "capped, values clamped to their bounds); they do not cover what bounding removed")
+
+
 def footer(result: Released, shown_rows: int) -> list[str]:
     """The row count, what ``~`` and ``[low, high]`` mean, and the warnings."""
     n, plan = len(result), result.plan
@@ -149,7 +156,7 @@ def footer(result: Released, shown_rows: int) -> list[str]:
         lines.append(f"{NOISY} noisy: differentially private (epsilon {plan.epsilon:g}, delta {plan.delta:g})"
                      + ("; replayed at no cost" if result.replayed else ""))
     if getattr(plan, "confidence", None) is not None and any("_ci_low" in c for c in result.table.column_names):
-        lines.append(f"[low, high]: {plan.confidence * 100:g}% confidence intervals")
+        lines.append(f"[low, high]: {interval_note(plan.confidence)}")
     if isinstance(plan, PublicPlan):
         lines.append("exact: public tables only, no budget spent")
     if isinstance(plan, LocalPlan):

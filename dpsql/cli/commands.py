@@ -26,6 +26,7 @@ import click
 import dpsql
 from dpsql.accounting.ledger import MEMORY, Ledger, LedgerError, default_ledger_path
 from dpsql.api.budget_note import BudgetNote, budget_note
+from dpsql.api.display import interval_note
 from dpsql.cli import analysts as analysts_cli
 from dpsql.cli import demo as demo_module
 from dpsql.cli import ledger as ledger_cli
@@ -221,6 +222,8 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
         click.echo("note: public tables only: answered exactly; no budget spent", err=True)
     if isinstance(getattr(res, "plan", None), LocalPlan):
         click.echo(f"note: {res.plan.summary}; no budget spent", err=True)
+    if ci is not None and not isinstance(getattr(res, "plan", None), (PublicPlan, LocalPlan)):
+        click.echo(f"note: <column>_ci_low, <column>_ci_high: {interval_note(ci)}", err=True)
     for warning in getattr(res, "warnings", ()):
         click.echo(f"warning: {warning}", err=True)
     # Render fully before writing: a refusal leaves stdout, and -o's file, as they were.

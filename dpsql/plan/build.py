@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Sequence
 
 from sqlglot import exp
 
@@ -65,8 +66,9 @@ class _Outputs:
     """Collects outputs while planning: SELECT's in order, then hidden ones HAVING/ORDER BY need, and
     a slot (o0, o1, ...) for every GROUP BY key; expressions over released values refer to slots."""
 
-    def __init__(self, scope: Scope, specs: list, keys: list[GroupKey]):
+    def __init__(self, scope: Scope, specs: list, keys: list[GroupKey], names: Sequence[str | None]):
         self.scope = scope
+        self.names = names
         self.specs, self.keys = specs, keys
         self.items: list[Output] = []
         self.by_alias: dict[str, int] = {}
@@ -113,20 +115,21 @@ class _Outputs:
 
     def select(self, select: exp.Select) -> list[int]:
         """The SELECT list's outputs, in order, then a slot for every key; the visible slots."""
-        for item in select.expressions:
+        for position, item in enumerate(select.expressions):
             node = item.unalias()
             alias = item.alias if isinstance(item, exp.Alias) else None
+            named = (self.names[position] if self.names else None) or alias
             index = self.key_index(node)
             if isinstance(node, AGGREGATE_NODES):
-                slot = self.aggregate(node, alias, hidden=False)
+                slot = self.aggregate(node, named, hidden=False)
             elif index is not None:
-                slot = self.add(Output(name=alias or (node.name if isinstance(node, exp.Column) else node.sql()),
+                slot = self.add(Output(name=named or (node.name if isinstance(node, exp.Column) else node.sql()),
                                        kind=OutputKind.KEY, column=self.keys[index].column, key_index=index))
                 self.key_slot.setdefault(index, slot)
             else:
                 slot = len(self.items)
                 self.items.append(None)  # keep SELECT order: hidden slots go after it
-                self.items[slot] = Output(name=alias or node.sql(), kind=OutputKind.EXPR, column=None,
+                self.items[slot] = Output(name=named or node.sql(), kind=OutputKind.EXPR, column=None,
                                           expression=node.copy().transform(self.to_slot))
             if alias:
                 self.by_alias[alias.lower()] = slot
@@ -256,9 +259,11 @@ def _mechanism(scope: Scope, asked: str | None, delta: float) -> Mechanism:
 
 
 def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float,
-               confidence: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> Plan:
+               confidence: float | None = None, nonnegative: bool = True, mechanism: str | None = None,
+               names: Sequence[str | None] = ()) -> Plan:
     """Plan a validated query: outputs, measurements with sensitivities and noise, post-processing.
-    ``mechanism``: the caller's choice (an option name in mechanisms/base.py ``OPTIONS``)."""
+    ``mechanism``: the caller's choice (an option name in mechanisms/base.py ``OPTIONS``); ``names``: the
+    SELECT items' output names as plain DuckDB gives them for the query as written (None: the plan's own)."""
     epsilon, delta = check_budget_parameters(epsilon, delta)
     chosen = _mechanism(scope, mechanism, delta)
     check_release_options(confidence, nonnegative)
@@ -266,7 +271,7 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
     specs = group_keys(select, scope)
     keys = [_pruned(GroupKey(k.expression, tuple(_key_column(c, k) for c in k.columns), k.branches), select)
             for k in specs]
-    collected = _Outputs(scope, specs, keys)
+    collected = _Outputs(scope, specs, keys, names if len(names) == len(select.expressions) else ())
     visible = collected.select(select)
     having = select.args.get("having")
     having = having.this.copy().transform(collected.to_slot) if having is not None else None

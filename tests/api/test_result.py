@@ -83,7 +83,8 @@ def test_prints_as_a_box_table_with_noisy_columns_marked(res):
     assert f"{n} [{low}, {high}]" in text                # the interval beside its value, not two columns
     assert "n_ci_low" not in text
     assert "2 rows" in text and "~ noisy: differentially private (epsilon 1, delta 0)" in text
-    assert "95% confidence intervals" in text
+    assert "95% confidence intervals of the noise around the bounded value" in text   # not what bounding removed
+    assert "they do not cover what bounding removed" in text
     assert repr(res) == text
 
 

@@ -408,6 +408,9 @@ def test_ci_and_raw_counts_reach_the_library(tmp_path):
     assert result.exit_code == 0, result.stderr
     rows = json.loads(result.stdout)
     assert set(rows[0]) == {"sex", "n", "n_ci_low", "n_ci_high"}
+    # what the intervals cover, on stderr (issue 25, item 2)
+    assert "note: <column>_ci_low, <column>_ci_high: 90% confidence intervals of the noise around the bounded " \
+           "value" in result.stderr and "they do not cover what bounding removed" in result.stderr
 
 
 def test_mechanism_reaches_the_library(runner, files, tmp_path):

@@ -19,6 +19,8 @@ columns (no NULL in key columns). Then contribution bounding changes nothing, an
   checked only to lie in [min - w, max + w] of the group's values, w = one leaf of the tree,
   (upper - lower) / 16**4; MIN and MAX by a rule (noiseless: the extreme's own cell) within w of
   DuckDB's; a query with a HAVING on one is skipped (which groups pass depends on the approximation).
+* **names**: none; every column is named as plain DuckDB names it (as its DataFrame does where a
+  name repeats: ``count_star()``, ``count_star()_1``).
 * **DuckDB's NULL for no values** (SUM, AVG, VAR of nothing): dpsql releases a number there (0 for a
   SUM): a NULL from DuckDB matches 0 for SUM, anything for AVG/VAR/STDDEV and post-processing.
 
@@ -244,12 +246,16 @@ def compare(sides, sql: str) -> str:
         assert ours.kind == "answered", (sql, ours.label(), ours.detail)
         plain_text = without_limit(plain_text)
     try:
-        expected = plain.execute(plain_text).fetchall()
+        result = plain.execute(plain_text)
+        described = [d[0] for d in result.description]
+        expected = result.fetchall()
+        names = duckdb_names(plain, plain_text, described)
     except duckdb.Error as err:
         return f"skipped: DuckDB raises {type(err).__name__}"
     failing = failing_argument(plain, plain_text)
     if failing is not None:
         return f"skipped: {failing}"
+    assert ours.table.column_names == names, f"dpsql names {ours.table.column_names}, DuckDB {names} for {sql!r}"
     got = [tuple(r.values()) for r in ours.table.to_pylist()]
     if plan.lookup is not None:
         check_top_one(sql, got, expected)
@@ -279,6 +285,14 @@ def with_floats_as_doubles(plain, text: str) -> list[tuple] | None:
     widened = tree.transform(lambda n: exp.cast(n.copy(), "DOUBLE") if isinstance(n, exp.Column)
                              and n.name.lower() in floats else n)
     return plain.execute(widened.sql("duckdb")).fetchall()
+
+
+def duckdb_names(plain, text: str, described: list[str]) -> list[str]:
+    """The names plain DuckDB gives the query's columns, as its DataFrame has them (names repeated in
+    any case made unique: ``a, a_1``; issue 25 item 1); ``described``: its relation's names."""
+    if len({n.lower() for n in described}) == len(described):
+        return described
+    return list(plain.execute(text).df().columns)
 
 
 # DuckDB could not bind a probe (an argument naming a select alias, an outer query's column): unknown.
@@ -577,6 +591,19 @@ FOUND = [
     # of 2.5 to INT rounds to 3 as DECIMAL, to 2 as DOUBLE (half to even)
     "SELECT COUNT(*) AS n FROM people WHERE CAST(age + 0.5 AS INT) = age + 1",
     "SELECT AVG(CAST(i16 - 0.5 AS INT)) AS a, SUM(CAST(i8 + 0.5 AS INT)) AS s FROM visits",
+    # output names (issue 25, item 1; compare checks them): the flattening and join passes renamed columns,
+    # and dpsql printed an unaliased expression its own way, not DuckDB's
+    "SELECT g, COUNT(*) AS n FROM (SELECT sex AS g FROM people) t GROUP BY g",
+    "WITH t AS (SELECT state AS region FROM people) SELECT region, COUNT(*) FROM t GROUP BY region",
+    "WITH a AS (SELECT sex AS s, income FROM people), b AS (SELECT s AS k, income AS inc FROM a) "
+    "SELECT b.k, SUM(inc), AVG(b.inc) AS \"Mean Income\" FROM b GROUP BY b.k",
+    "SELECT v.clinic, COUNT(*), SUM(cost) FROM visits v JOIN clinics c ON v.clinic = c.clinic GROUP BY v.clinic",
+    "SELECT t.sex, SUM(i8) FROM (SELECT * FROM people WHERE i8 > 0) t GROUP BY t.sex",
+    "SELECT SEX, COUNT(*) FROM people GROUP BY SEX",
+    "SELECT EXTRACT(YEAR FROM day), COUNT(*), SUM(i8 + 1), AVG(-f64) FROM people GROUP BY 1",
+    "SELECT COUNT(*), COUNT(*), COUNT(*) AS \"COUNT_STAR()\", sex FROM people GROUP BY sex",
+    "SELECT y, COUNT(*) AS n FROM (SELECT YEAR(day) AS y FROM visits) s GROUP BY y ORDER BY y",
+    "SELECT sex, COUNT(*) - (SELECT AVG(age) FROM people) FROM people GROUP BY sex",   # a stage: named as written
 ]
 
 

@@ -120,6 +120,8 @@ def test_explain_run_table_chart_budget_and_history(served, page):
     assert spent(db) == pytest.approx(BUDGET - start + 0.5)
     headers = page.eval_on_selector_all("#result-table th", "hs => hs.map(h => h.textContent)")
     assert headers == ["sex", "n [95% interval]", "avg_income [95% interval]"]
+    covers = page.eval_on_selector_all("#result-table th .ci-head", "hs => hs.map(h => h.title)")
+    assert covers and all("noise around the bounded value" in c and "not what bounding removed" in c for c in covers)
     charge = call(url, "GET", "/v1/history", token=alice)[1]["queries"][-1]
     answer = call(url, "GET", f"/v1/history/{charge['id']}", token=alice)[1]
     cells = page.eval_on_selector_all("#result-table tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
@@ -129,6 +131,7 @@ def test_explain_run_table_chart_budget_and_history(served, page):
 
     # The chart: one per numeric output, a bar per group, whiskers from the interval columns.
     assert page.locator("#chart svg.chart").count() == 2
+    assert "interval, of the noise around the bounded value" in page.text_content("#chart-caption")
     assert page.locator("#chart rect.bar").count() == 4 and page.locator("#chart .errorbar").count() == 4
     widths = page.eval_on_selector_all("#chart svg.chart:first-child rect.bar", "bs => bs.map(b => b.width.baseVal.value)")
     counts = [row[1] for row in answer["rows"]]

@@ -29,10 +29,13 @@ export function layout(doc) {
   });
 }
 
+/** What an interval covers (as the Python display says): the noise, not what bounding removed. */
+const COVERS = "of the noise around the bounded value (each person's rows capped, values clamped); not what bounding removed";
+
 /** The table's head and body: each value with its interval beside it, "[low, high]". */
 export function tableParts(doc, cols, level) {
   const head = el("tr", {}, cols.map((c) => el("th", { scope: "col", className: isNumericType(c.type) ? "num" : null },
-    c.name, c.lo !== null ? el("span", { className: "ci-head" }, " [" + level + "interval]") : null)));
+    c.name, c.lo !== null ? el("span", { className: "ci-head", title: COVERS }, " [" + level + "interval]") : null)));
   const body = doc.rows.map((row) => el("tr", {}, cols.map((c) => {
     const cell = el("td", { className: isNumericType(c.type) ? "num" : null }, fmt(row[c.i]));
     if (c.lo !== null) cell.append(" ", el("span", { className: "ci" }, "[" + fmt(row[c.lo]) + ", " + fmt(row[c.hi]) + "]"));
@@ -51,7 +54,7 @@ export function charts(doc, cols, level) {
   }
   const key = keys[0];
   const bars = values.some((v) => v.lo !== null)
-    ? "whiskers: the " + level + "confidence interval." : "no intervals (set a confidence level to draw them).";
+    ? "whiskers: the " + level + "confidence interval, " + COVERS + "." : "no intervals (set a confidence level to draw them).";
   return { plots: values.map((v) => barChart(doc.rows, key, v)),
            caption: "Noisy values by " + key.name + "; " + bars };
 }
