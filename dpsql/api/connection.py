@@ -30,6 +30,7 @@ from dpsql.frontend.joins import relate
 from dpsql.frontend.mode import mode_as_top_one
 from dpsql.frontend.per_person import per_person
 from dpsql.frontend.scope import Scope, group_keys
+from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES
 from dpsql.frontend.stages import Stages, public_stage, split
 from dpsql.frontend.parse import parse
 from dpsql.plan.allocation import check_budget_parameters
@@ -80,6 +81,7 @@ class PrivateConnection:
         self._noise = NoiseBuffer()
         self._lock = threading.Lock()
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
+        self._values_table = f"{CORRELATED_VALUES}_{secrets.token_hex(6)}"   # frontend/correlated.py
         self._plans = PlanCache()
         # ``bounds: auto`` columns: chosen once per connection (and paid once per data version: the
         # histogram query replays), kept here and put in place of the declared policy's missing bounds.
@@ -210,7 +212,7 @@ class PrivateConnection:
             size.check_text(sql, self.limits)
             parsed = parse(sql)
             size.check_shape(parsed, sql, self.limits)
-            staged = split(parsed, sql, self.policy) if stages == 1 else None
+            staged = split(parsed, sql, self.policy, self._values_table) if stages == 1 else None
             if staged is not None:
                 plan_stage = functools.partial(self._lowered, ci=ci, nonnegative=nonnegative, reader=reader,
                                                deadline=deadline, mechanism=mechanism,
@@ -260,7 +262,7 @@ class PrivateConnection:
     def _last_stage(self, sql: str, plan: Plan, values: list, options: dict) -> Plan:
         """The last stage planned again with the earlier stages' released values in place of the subqueries:
         post-processing of those releases, so a refusal here depends on them alone (spent: DP900)."""
-        staged = split(parse(sql), sql, self.policy)
+        staged = split(parse(sql), sql, self.policy, self._values_table)
         assert staged is not None
         try:
             final = self._lowered(staged.outer_sql(values), plan.epsilon, plan.delta, stages=len(plan.stages) + 1,

@@ -39,7 +39,7 @@ from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 from dpsql.sql.build import ident
 from dpsql.sql.positions import span
 
-TABLE = "__dpsql_stage_values"   # the engine's table of stage 1's released values, for one run
+TABLE = "__dpsql_stage_values"   # the engine's table of stage 1's released values, for one run (+ a connection's token)
 ALIAS = "__dpsql_s"
 KEY, VALUE = "__dpsql_k", "__dpsql_v"
 RESERVED = "__dpsql_"
@@ -62,7 +62,7 @@ def refuse(message: str, node: exp.Expression | None, sql: str, code: str = "DP3
 
 
 def correlated(statement: exp.Expression, node: exp.Subquery, outer: dict[str, str], sql: str,
-               policy: Policy) -> Correlated:
+               policy: Policy, table: str = TABLE) -> Correlated:
     """The two stages of ``statement`` whose only stage ``node`` is correlated (``outer``: the outer
     query's aliases -> tables); DP317 for a correlation it cannot release by keys (module docstring)."""
     _reserved(statement, sql)
@@ -78,12 +78,12 @@ def correlated(statement: exp.Expression, node: exp.Subquery, outer: dict[str, s
     (alias,) = tables
     public = policy.tables[outer[alias]]
     keys = [(public.columns[name], name) for _, (_, name) in pairs]
-    values = TablePolicy(TABLE, "row", columns={
+    values = TablePolicy(table, "row", columns={
         **{f"{KEY}{i}": ColumnPolicy(f"{KEY}{i}", sql_type=c.sql_type) for i, (c, _) in enumerate(keys)},
         VALUE: ColumnPolicy(VALUE, sql_type="DOUBLE")}, public=True, released=True)
     names = [n for _, n in keys]
     one = _stage_one(statement, inner, alias, outer[alias], names, policy)
-    return Correlated(one, _stage_two(statement, node, alias, names), values)
+    return Correlated(one, _stage_two(statement, node, alias, names, table), values)
 
 
 def _reserved(statement: exp.Expression, sql: str) -> None:
@@ -221,12 +221,12 @@ def _qualified(condition: exp.Expression, alias: str) -> exp.Expression:
     return condition
 
 
-def _stage_two(statement: exp.Select, node: exp.Subquery, alias: str, keys: list[str]) -> exp.Expression:
+def _stage_two(statement: exp.Select, node: exp.Subquery, alias: str, keys: list[str], table: str) -> exp.Expression:
     """The statement reading the released values: the table joined on its keys, the value in place of
     the subquery (in place: the statement is not read after this)."""
     marker = id(node)
     two = statement.transform(lambda n: exp.column(VALUE, table=ALIAS) if id(n) == marker else n, copy=False)
-    two.append("joins", exp.Join(this=exp.Table(this=ident(TABLE), alias=exp.TableAlias(this=ident(ALIAS)))))
+    two.append("joins", exp.Join(this=exp.Table(this=ident(table), alias=exp.TableAlias(this=ident(ALIAS)))))
     ties = [exp.EQ(this=exp.column(f"{KEY}{i}", table=ALIAS), expression=exp.column(k, table=alias))
             for i, k in enumerate(keys)]
     return two.where(*ties, copy=False)

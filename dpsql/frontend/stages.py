@@ -37,7 +37,7 @@ from sqlglot import exp
 from dpsql.errors import UnsupportedConstruct
 from dpsql.frontend.dialect import Dpsql
 from dpsql.frontend.options import QueryOptions, query_options
-from dpsql.frontend.correlated import correlated, tables
+from dpsql.frontend.correlated import TABLE, correlated, tables
 from dpsql.policy.model import Policy, TablePolicy
 from dpsql.sql.literals import temporal_literal
 from dpsql.sql.positions import span
@@ -157,9 +157,10 @@ def _ancestors(node: exp.Expression):
         parent = parent.parent
 
 
-def split(statement: exp.Expression, sql: str, policy: Policy) -> Stages | None:
+def split(statement: exp.Expression, sql: str, policy: Policy, values: str = TABLE) -> Stages | None:
     """The statement's stages (module docstring), or None when it has none; DP317 for a subquery over
-    private data that cannot be one."""
+    private data that cannot be one. ``values``: the name of a correlated stage's table of released
+    values (a connection's own, so two connections sharing a DuckDB connection never share it)."""
     found = [s for s in statement.find_all(exp.Subquery) if _is_stage(s, policy)]
     if not found:
         return None
@@ -175,7 +176,7 @@ def split(statement: exp.Expression, sql: str, policy: Policy) -> Stages | None:
         raise public_stage(sql)
     if _outer_column(found[0].this, policy) is not None:   # correlated: released by key (frontend/correlated.py)
         two = correlated(statement, found[0], tables(statement) if isinstance(statement, exp.Select) else {},
-                         sql, policy)
+                         sql, policy, values)
         return Stages(inner=(two.inner,), outer=two.outer, values=two.values)
     inner = tuple(s.this.sql(dialect=Dpsql) for s in found)
     markers = {id(s): i for i, s in enumerate(found)}
