@@ -22,9 +22,11 @@ are reserved (DP201, DP202 when a query names them), and its rows are only what 
 What is accepted: one subquery, the statement's only stage, inside a top-level conjunct of the
 statement's WHERE; correlated only by top-level equalities of its WHERE between a column of one of
 its private tables and a column of one public table of the outer query's FROM that is not an
-identifier. A row whose key is NULL finds no released value and is dropped (the subquery's value
-there is that of no row: NULL for AVG or SUM, which drops it too; 0 for a COUNT, which may not). Anything else correlated stays refused (DP317): a private or identifier column, a
-correlation in any other place, nested subqueries.
+identifier; without HAVING, ORDER BY, LIMIT or OFFSET (grouped by the key, they would filter or cut
+the keys). Anything else correlated stays refused (DP317): a private or identifier column, a
+correlation in any other place, nested subqueries. A row whose key is NULL finds no released value
+and is dropped (the subquery's value there is that of no row: NULL for AVG or SUM, which drops it
+too; 0 for a COUNT, which may not).
 """
 from __future__ import annotations
 
@@ -146,6 +148,10 @@ def _correlations(inner: exp.Select, outer: dict[str, str], sql: str,
                          column, sql)
     if inner.find(exp.Subquery, exp.Exists):
         raise refuse("a correlated subquery over private data may not hold subqueries of its own", inner, sql)
+    clause = next((inner.args[k] for k in ("having", "order", "limit", "offset") if inner.args.get(k)), None)
+    if clause is not None:   # grouped by the key, they would filter or cut the keys, not the one value
+        raise refuse("a correlated subquery over private data may not have HAVING, ORDER BY, LIMIT or OFFSET",
+                     clause, sql)
     return pairs
 
 
