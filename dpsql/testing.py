@@ -134,6 +134,11 @@ def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: 
                           sampling=sampling)
         table = fetch(db, bind(db, ran.rewritten_sql))
         values.append(table.column(0)[0].as_py() if table.num_rows == 1 else None)
+        if s.values is not None:   # a correlated stage: its rows fill the table the last stage reads (kept)
+            _engine(db).hold(s.values)
+            db._fill(plan, s.values, table)
+    if any(s.values is not None for s in plan.stages):
+        return plan
     last = db._last_stage(sql, plan, values, lowering)
     return dataclasses.replace(last, sql=sql, epsilon=plan.epsilon, delta=plan.delta, stages=plan.stages)
 

@@ -19,7 +19,9 @@ random per connection are replaced by stable placeholders:
 
 * ``dpsql_noise_<hex>``:   the noise UDF, ``dpsql_noise_<12 random hex digits>`` per connection;
 * ``__dpsql_keys_<hex>``:  the prefix of TEMP key tables (``__dpsql_keys_<12 random hex>_<n>``),
-  made for key sets longer than 256 keys (none in the fixture policy today).
+  made for key sets longer than 256 keys (none in the fixture policy today);
+* ``__dpsql_stage_values_<hex>``: a correlated stage's table of released values (frontend/correlated.py),
+  ``__dpsql_stage_values_<12 random hex digits>`` per connection.
 
 Every later refactoring is proven against these files; a change to them must be reviewed and
 explained in the commit message.
@@ -53,6 +55,7 @@ REGENERATE = "python3 tools/golden.py"
 PLACEHOLDERS = (
     (re.compile(r"dpsql_noise_[0-9a-f]+"), "dpsql_noise_<hex>"),
     (re.compile(r"__dpsql_keys_[0-9a-f]+"), "__dpsql_keys_<hex>"),
+    (re.compile(r"__dpsql_stage_values_[0-9a-f]+"), "__dpsql_stage_values_<hex>"),
 )
 
 

@@ -31,6 +31,7 @@ from dpsql.frontend.mode import mode_as_top_one
 from dpsql.frontend.names import output_names
 from dpsql.frontend.per_person import per_person
 from dpsql.frontend.scope import Scope, group_keys
+from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES
 from dpsql.frontend.stages import Stages, public_stage, split
 from dpsql.frontend.parse import parse
 from dpsql.plan.allocation import check_budget_parameters
@@ -44,7 +45,7 @@ from dpsql.plan.local import LocalPlan, local_plan
 from dpsql.frontend import size
 from dpsql.limits import Deadline, WorkLimits, check_seconds
 from dpsql.policy.loading import load_policy
-from dpsql.policy.model import Policy
+from dpsql.policy.model import Policy, TablePolicy
 from dpsql.lower.names import choice_function, top_k_function
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines import versions
@@ -91,6 +92,7 @@ class PrivateConnection:
         self._noise = NoiseBuffer()
         self._lock = threading.Lock()
         self._noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
+        self._values_table = f"{CORRELATED_VALUES}_{secrets.token_hex(6)}"   # frontend/correlated.py
         self._plans = PlanCache()
         # ``bounds: auto`` columns: chosen once per connection (and paid once per data version: the
         # histogram query replays), kept here and put in place of the declared policy's missing bounds.
@@ -208,38 +210,43 @@ class PrivateConnection:
                  nonnegative: bool = True, noise_function: str | None = None, reader: str | None = None,
                  deadline: float | None = None, mechanism: str | None = None,
                  limits: tuple[int | None, int | None] | None = None, stages: int = 1,
-                 named_by: str | None = None, **lowering) -> Plan | PublicPlan | LocalPlan:
+                 named_by: str | None = None, released: TablePolicy | None = None,
+                 **lowering) -> Plan | PublicPlan | LocalPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
         over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
         Its input is bounded first (frontend/size.py): planning is linear in it, so it is not
         interrupted; the engine's reads are (``reader``: who asks, ``deadline``: seconds of a read).
         ``stages``: the query's stages (frontend/stages.py); this one is planned at its share of the budget;
         ``named_by``: the SQL its outputs are named by (a last stage's: the query's own, not the one with its
-        subqueries' values in their places)."""
+        subqueries' values in their places).
+        ``released``: a table of an earlier stage's released values it reads (frontend/correlated.py), public."""
+        policy = self.policy if released is None else dataclasses.replace(
+            self.policy, tables={**self.policy.tables, released.name: released})
         try:
             size.check_text(sql, self.limits)
             parsed = parse(sql)
             size.check_shape(parsed, sql, self.limits)
-            staged = split(parsed, sql, self.policy) if stages == 1 else None
+            staged = split(parsed, sql, self.policy, self._values_table) if stages == 1 else None
             if staged is not None:
                 plan_stage = functools.partial(self._lowered, ci=ci, nonnegative=nonnegative, reader=reader,
-                                               deadline=deadline, mechanism=mechanism, **lowering)
+                                               deadline=deadline, mechanism=mechanism,
+                                               noise_function=noise_function, **lowering)
                 return self._staged(staged, sql, epsilon, delta, plan_stage)
-            if public_only(parsed, self.policy):
-                return public_plan(parsed, sql, self.policy)
-            local = local_query(parsed, self.policy)
+            if public_only(parsed, policy):
+                return public_plan(parsed, sql, policy)
+            local = local_query(parsed, policy)
             if local is not None:   # a count of a randomized column's reports (frontend/local.py): no central noise
-                return local_plan(local, sql, self.policy, ci, nonnegative)
-            names = _duckdb_names(parse(named_by) if named_by else parsed, self.policy)
-            parsed, lookup = arg_max(parsed, self.policy)   # the row of the largest private total: a top-1
-            statement, policy = per_person(parsed, sql, self.policy)
+                return local_plan(local, sql, policy, ci, nonnegative)
+            names = _duckdb_names(parse(named_by) if named_by else parsed, policy)
+            parsed, lookup = arg_max(parsed, policy)   # the row of the largest private total: a top-1
+            statement, policy = per_person(parsed, sql, policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
             statement = mode_as_top_one(fold_constants(statement, sql), sql)
             policy = self._public_bounds(statement, sql, policy, reader, deadline)
             scope = self._public_keys(statement, validate(statement, sql, policy), reader, deadline)
             if limits is not None:   # automatic L and C, chosen for this query
                 scope = auto_contributions.applied(scope, *limits)
-            self._check_lookups(scope.table, reader, deadline)
+            self._check_lookups(scope.table, policy, reader, deadline)
             eps = _choose("epsilon", epsilon, scope.options.epsilon, self.policy.default_epsilon)
             dlt = _choose("delta", delta, scope.options.delta, self.policy.default_delta)
             if stages > 1:   # a stage's share (checked by _staged: DP401 before the division)
@@ -261,16 +268,16 @@ class PrivateConnection:
         eps, dlt = check_budget_parameters(eps, _choose("delta", delta, options.delta, self.policy.default_delta))
         n = len(staged.inner) + 1
         plans = [plan_stage(text, eps, dlt, stages=n) for text in staged.inner]
-        plans.append(plan_stage(staged.placeholder_sql(), eps, dlt, stages=n, named_by=sql))
+        plans.append(plan_stage(staged.placeholder_sql(), eps, dlt, stages=n, named_by=sql, released=staged.values))
         if not all(isinstance(p, Plan) for p in plans):
             raise public_stage(sql)
         return dataclasses.replace(plans[-1], sql=sql, epsilon=eps, delta=dlt,
-                                   stages=tuple(Stage(p) for p in plans[:-1]))
+                                   stages=tuple(Stage(p, staged.values) for p in plans[:-1]))
 
     def _last_stage(self, sql: str, plan: Plan, values: list, options: dict) -> Plan:
         """The last stage planned again with the earlier stages' released values in place of the subqueries:
         post-processing of those releases, so a refusal here depends on them alone (spent: DP900)."""
-        staged = split(parse(sql), sql, self.policy)
+        staged = split(parse(sql), sql, self.policy, self._values_table)
         assert staged is not None
         try:
             final = self._lowered(staged.outer_sql(values), plan.epsilon, plan.delta, stages=len(plan.stages) + 1,
@@ -283,24 +290,41 @@ class PrivateConnection:
                                  "probably a bug; its budget stays spent")
         return final
 
-    def _run_stages(self, earlier: list, clock: Deadline, replan) -> duckdb.DuckDBPyRelation:
+    def _run_stages(self, plan: Plan, earlier: list, clock: Deadline, replan) -> duckdb.DuckDBPyRelation:
         """Run the earlier stages (each one released value: its one row's first column; none: NULL), then
-        bind the last one with their values (``replan``: ``_last_stage`` with the call's options)."""
+        bind the last one with their values (``replan``: ``_last_stage`` with the call's options). A
+        correlated stage's released rows fill its table instead, and the last stage is bound as planned."""
         values = []
-        for bound in earlier:
+        for stage, bound in zip(plan.stages, earlier):
             with self._lock:
                 self._noise.clear()
             table = self._engine.run(bound, clock)
+            if stage.values is not None:
+                self._fill(plan, stage.values, table)
             values.append(table.column(0)[0].as_py() if table.num_rows == 1 and table.num_columns else None)
         with self._lock:
             self._noise.clear()
+        if any(s.values is not None for s in plan.stages):
+            return self._engine.bind(plan.rewritten_sql)
         return self._engine.bind(replan(values).rewritten_sql)
 
-    def _check_lookups(self, table, reader: str | None, deadline: float | None) -> None:
+    def _fill(self, plan: Plan, values: TablePolicy, released: pa.Table) -> None:
+        """A correlated stage's released rows (keys, then the value) into its table, held for this run by
+        the engine; its keys are unique by construction (one released row per group), checked here as a
+        lookup's are (DP999 otherwise: a bug, and the budget stays spent)."""
+        (lookup,) = [lookup for lookup in plan.table.lookups if lookup.table == values.name]
+        if not self._engine.fill(values.name, released.select(list(range(len(values.columns)))), lookup.columns):
+            raise ExecutionError("DP999", "a stage's released keys repeat: this is probably a bug; its budget "
+                                 "stays spent")
+
+    def _check_lookups(self, table, policy: Policy, reader: str | None, deadline: float | None) -> None:
         """Every public table the query joins is a lookup: the columns it is joined on are unique in it
         as compared (frontend/lookups.py), else DP207 before anything runs. Public data, read by the
-        engine once per reader (engines/duckdb.py ``unique``), never shared between analysts."""
+        engine once per reader (engines/duckdb.py ``unique``), never shared between analysts. A table of
+        released values is not filled yet: it is checked once its stage has run (``_run_stages``)."""
         for lookup in table.lookups if table is not None else ():
+            if policy.tables[lookup.table].released:
+                continue
             if not self._engine.unique(lookup.table, lookup.columns, reader, deadline):
                 raise lookup.refusal()
 
@@ -390,7 +414,8 @@ class PrivateConnection:
         planned = self._planned_with_bounds(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism)
         # Bind, charge and run in one turn of the engine (shared fairly between analysts): once a
         # query is charged it runs at once, never waits behind another analyst's.
-        with self._engine.turn(analyst, seconds) as clock:
+        held = [s.values for s in getattr(planned.plan, "stages", ()) if s.values is not None]
+        with self._engine.turn(analyst, seconds) as clock, self._engine.holding(held):
             if isinstance(planned.plan, (PublicPlan, LocalPlan)):
                 return self._exact(planned.plan, analyst, clock)
             options = dict(ci=ci, nonnegative=nonnegative, reader=analyst, deadline=seconds, mechanism=mechanism)
@@ -422,7 +447,7 @@ class PrivateConnection:
             return Result(ticket.answer, plan, replayed=True)
         try:
             if earlier:
-                bound = self._run_stages(earlier, clock, replan)
+                bound = self._run_stages(plan, earlier, clock, replan)
             with self._lock:
                 self._noise.clear()   # no draw outlives its query
             table = self._engine.run(bound, clock)

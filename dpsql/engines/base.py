@@ -6,13 +6,13 @@ Arrow. DuckDB is the first (``engines/duckdb.py``); see docs/architecture.md, "H
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import Any, Callable, Hashable, Protocol
+from typing import Any, Callable, Hashable, Iterable, Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from dpsql.limits import Deadline
-from dpsql.policy.model import ColumnPolicy, Policy
+from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 
 
 class Engine(Protocol):
@@ -54,6 +54,16 @@ class Engine(Protocol):
     def register_top_k(self, name: str, choose: Callable[..., np.ndarray]) -> None:
         """A top-k choice function f(ids LIST(BIGINT), utilities LIST(BIGINT), k, a, b BIGINT) ->
         LIST(BIGINT), each row answered by ``choose(ids, utilities, k, a, b)`` on numpy arrays."""
+        ...
+
+    def holding(self, tables: Iterable[TablePolicy]) -> AbstractContextManager[None]:
+        """Empty tables of a query's released values (frontend/correlated.py), made for its run inside
+        the caller's turn and dropped after it, whatever happens."""
+        ...
+
+    def fill(self, name: str, rows: pa.Table, keys) -> bool:
+        """A held table filled with a stage's released rows; whether ``keys`` ((name, Form) pairs, as the
+        query's lookup compares them) are unique together in it (read every time, never kept)."""
         ...
 
     def bind(self, sql: str) -> Any:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import secrets
 import threading
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterator, Mapping
+from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping
 
 import duckdb
 import numpy as np
@@ -195,6 +196,38 @@ class DuckDBEngine:
                 self._extremes[key] = tuple(self.con.execute(
                     f'SELECT MIN("{column}"), MAX("{column}") FROM "{table}"').fetchall()[0])
         return self._extremes[key]
+
+    @contextlib.contextmanager
+    def holding(self, tables: Iterable[TablePolicy]) -> Iterator[None]:
+        """Empty TEMP tables of a query's released values (frontend/correlated.py), created for its run
+        (inside the caller's turn, so no other query sees them) and dropped after it, whatever happens.
+        Their names are dpsql's own, which no analyst's SQL may name (DP201)."""
+        made = []
+        try:
+            for table in tables:
+                self.hold(table)
+                made.append(table.name)
+            yield
+        finally:
+            for name in made:
+                self.con.execute(f"DROP TABLE IF EXISTS {sources.quoted(name)}")
+
+    def hold(self, table: TablePolicy) -> None:
+        """One empty TEMP table of released values, its columns in the policy's types (``holding``)."""
+        columns = ", ".join(f"{sources.quoted(c.name)} {c.sql_type}" for c in table.columns.values())
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {sources.quoted(table.name)} ({columns})")
+
+    def fill(self, name: str, rows: pa.Table, keys) -> bool:
+        """A held table filled with a stage's released rows (in its columns' order); whether ``keys``
+        ((name, Form) pairs, as the query's lookup compares them) are unique together in it. Read every
+        time, never kept: the table's rows are this run's."""
+        view = f"__dpsql_rows_{secrets.token_hex(6)}"
+        self.con.register(view, rows)
+        try:
+            self.con.execute(f"INSERT INTO {sources.quoted(name)} SELECT * FROM {sources.quoted(view)}")
+        finally:
+            self.con.unregister(view)
+        return not repeats_as_compared(self.con, name, list(keys))
 
     @contextlib.contextmanager
     def turn(self, who: Hashable = None, deadline: float | None = None) -> Iterator[Deadline]:

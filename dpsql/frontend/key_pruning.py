@@ -72,11 +72,13 @@ def pruned_read(select: exp.Select, table: TablePolicy, column: ColumnPolicy, po
 
 def _inner_public(source: exp.Select, policy: Policy) -> dict[str, str]:
     """alias -> table of the public tables the relation joins other than by a LEFT JOIN (whose columns
-    may be NULL where no row matched: their conditions would not hold for such rows)."""
+    may be NULL where no row matched: their conditions would not hold for such rows), and other than a
+    table of released values (frontend/correlated.py: filled only when its stage runs, after planning)."""
     found = {}
     for node, side in [(source.args["from_"].this, "")] + [(j.this, j.side) for j in source.args.get("joins") or []]:
         name = node.name.lower()
-        if isinstance(node, exp.Table) and name in policy.tables and policy.tables[name].public and side != "LEFT":
+        if isinstance(node, exp.Table) and name in policy.tables and policy.tables[name].public and side != "LEFT" \
+                and not policy.tables[name].released:
             found[(node.alias or node.name).lower()] = name
     return found
 

@@ -37,7 +37,8 @@ from sqlglot import exp
 from dpsql.errors import UnsupportedConstruct
 from dpsql.frontend.dialect import Dpsql
 from dpsql.frontend.options import QueryOptions, query_options
-from dpsql.policy.model import Policy
+from dpsql.frontend.correlated import TABLE, correlated, tables
+from dpsql.policy.model import Policy, TablePolicy
 from dpsql.sql.literals import temporal_literal
 from dpsql.sql.positions import span
 
@@ -51,6 +52,7 @@ class Stages:
     in the place of each; ``outer_sql`` writes it with released values in their places."""
     inner: tuple[str, ...]
     outer: exp.Expression
+    values: TablePolicy | None = None   # a correlated stage's released values, read as a lookup (frontend/correlated.py)
 
     def outer_sql(self, values: Sequence[Any]) -> str:
         """The statement with value i in the place of subquery i (None: NULL, as a typed DOUBLE)."""
@@ -99,16 +101,6 @@ def _refuse(message: str, node: exp.Expression | None, sql: str, hint: str, code
     return err
 
 
-def _tables(select: exp.Select) -> dict[str, str]:
-    """alias (or name) -> table name, of the tables a SELECT reads directly (FROM and its joins)."""
-    found = {}
-    for part in [select.args.get("from_"), *(select.args.get("joins") or [])]:
-        table = part.this if part is not None else None
-        if isinstance(table, exp.Table):
-            found[(table.alias or table.name).lower()] = table.name.lower()
-    return found
-
-
 def _private(select: exp.Select, policy: Policy) -> bool:
     """Whether a SELECT (its subqueries included) reads a private table of the policy."""
     names = {t.name.lower() for t in select.find_all(exp.Table)}
@@ -117,12 +109,12 @@ def _private(select: exp.Select, policy: Policy) -> bool:
 
 def _outer_column(select: exp.Select, policy: Policy) -> exp.Column | None:
     """A column of the subquery that names none of its own tables' columns: a correlation, or None."""
-    tables = _tables(select)
-    own = {c.lower() for t in tables.values() if t in policy.tables for c in policy.tables[t].columns}
+    read = tables(select)
+    own = {c.lower() for t in read.values() if t in policy.tables for c in policy.tables[t].columns}
     outputs = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     for column in select.find_all(exp.Column):
         qualifier = column.table.lower()
-        if (qualifier and qualifier not in tables) or (not qualifier and column.name.lower() not in own | outputs):
+        if (qualifier and qualifier not in read) or (not qualifier and column.name.lower() not in own | outputs):
             return column
     return None
 
@@ -135,7 +127,7 @@ def _is_stage(node: exp.Subquery, policy: Policy) -> bool:
     return isinstance(node.this, exp.Select) and _private(node.this, policy)
 
 
-def _check(node: exp.Subquery, sql: str, policy: Policy) -> None:
+def _check(node: exp.Subquery, sql: str, policy: Policy, alone: bool = False) -> None:
     """DP317 unless the subquery can be released as a stage of its own (module docstring)."""
     select = node.this
     hint = ("write the subquery as one aggregate of the rows it reads, without GROUP BY and without "
@@ -150,11 +142,12 @@ def _check(node: exp.Subquery, sql: str, policy: Policy) -> None:
         raise _refuse("a scalar subquery over private data must be one aggregate without GROUP BY (one value, "
                       "released before the query)", select, sql, hint)
     outer = _outer_column(select, policy)
-    if outer is not None:
+    if outer is not None and not alone:
         raise _refuse(f"the subquery over private data names {outer.sql(dialect='duckdb')}, a column of the outer "
-                      "query: a correlated subquery needs one released value per outer row, which dpsql does "
-                      "not plan", outer, sql, "release the subquery grouped by the column it is correlated on "
-                      "(SELECT key, AVG(x) FROM t GROUP BY key) and use its answer; an uncorrelated one is a stage")
+                      "query: a correlated subquery needs one released value per key of the outer query, which "
+                      "dpsql plans only for the query's one subquery", outer, sql, "ask it as the query's only subquery "
+                      "over private data, or release it grouped by the column it is correlated on (SELECT key, "
+                      "AVG(x) FROM t GROUP BY key) and use its answer; an uncorrelated one is a stage")
 
 
 def _ancestors(node: exp.Expression):
@@ -164,14 +157,15 @@ def _ancestors(node: exp.Expression):
         parent = parent.parent
 
 
-def split(statement: exp.Expression, sql: str, policy: Policy) -> Stages | None:
+def split(statement: exp.Expression, sql: str, policy: Policy, values: str = TABLE) -> Stages | None:
     """The statement's stages (module docstring), or None when it has none; DP317 for a subquery over
-    private data that cannot be one."""
+    private data that cannot be one. ``values``: the name of a correlated stage's table of released
+    values (a connection's own, so two connections sharing a DuckDB connection never share it)."""
     found = [s for s in statement.find_all(exp.Subquery) if _is_stage(s, policy)]
     if not found:
         return None
     for node in found:
-        _check(node, sql, policy)
+        _check(node, sql, policy, alone=len(found) == 1)
     if len(found) > MAX_STAGES:
         raise _refuse(f"{len(found)} scalar subqueries over private data: at most {MAX_STAGES} are released before "
                       "a query (each takes a share of its budget)", found[MAX_STAGES], sql,
@@ -180,6 +174,10 @@ def split(statement: exp.Expression, sql: str, policy: Policy) -> Stages | None:
     if not any(t.name.lower() in policy.tables and not policy.tables[t.name.lower()].public
                for t in statement.find_all(exp.Table) if id(t) not in inside):
         raise public_stage(sql)
+    if _outer_column(found[0].this, policy) is not None:   # correlated: released by key (frontend/correlated.py)
+        two = correlated(statement, found[0], tables(statement) if isinstance(statement, exp.Select) else {},
+                         sql, policy, values)
+        return Stages(inner=(two.inner,), outer=two.outer, values=two.values)
     inner = tuple(s.this.sql(dialect=Dpsql) for s in found)
     markers = {id(s): i for i, s in enumerate(found)}
     outer = statement.transform(lambda n: exp.Placeholder(this=f"{MARKER}{markers[id(n)]}")

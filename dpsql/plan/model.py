@@ -133,12 +133,17 @@ class Plan:
 @dataclass(frozen=True)
 class Stage:
     """A scalar subquery over private data released before the query that uses it (frontend/stages.py):
-    its own plan at its share of the query's budget; the query reads its released value as a constant."""
+    its own plan at its share of the query's budget; the query reads its released value as a constant, or,
+    correlated (frontend/correlated.py), its released values by key from the table ``values``."""
     plan: Plan
+    values: TablePolicy | None = None
 
     def lines(self, number: int, of: int) -> list[str]:
+        used = (f"its released value is a constant of stage {of}" if self.values is None else
+                f"its released values, one per key (each with the noise below), are a public lookup table of "
+                f"stage {of}, joined on the keys")
         head = (f"stage {number} of {of}: {' '.join(self.plan.sql.split())}: epsilon {self.plan.epsilon:.6g}, "
-                f"delta {self.plan.delta:g}; its released value is a constant of stage {of}")
+                f"delta {self.plan.delta:g}; {used}")
         return [head] + _stage_body(self.plan)
 
 
@@ -154,8 +159,10 @@ def _stage_lines(plan: Plan) -> list[str]:
     for i, stage in enumerate(plan.stages):
         lines += stage.lines(i + 1, n)
     epsilon, delta = plan.own_budget
+    where = ("(NULL in its text here)" if all(s.values is None for s in plan.stages) else
+             "(read by key from the table of released values, joined as a public lookup)")
     lines.append(f"stage {n} of {n}: the query below, each subquery replaced by its stage's released value "
-                 f"(NULL in its text here): epsilon {epsilon:.6g}, delta {delta:g}")
+                 f"{where}: epsilon {epsilon:.6g}, delta {delta:g}")
     lines.append("  the value is noisy: the rows this stage keeps are chosen by a noisy threshold, so a row near "
                  "it may be kept or dropped where the exact query would not (the stage's error above)")
     return lines

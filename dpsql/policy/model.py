@@ -118,6 +118,9 @@ class TablePolicy:
     # bound is 1, which is sound, and plan/build.py refuses to plan with it (DP330).
     auto_contributions: tuple[tuple[str, str], ...] = ()
     auto_chosen: bool = False   # a relation whose automatic C was chosen for the query (explain says so)
+    # A table of a stage's released values (frontend/correlated.py): public to the plan, filled by the engine
+    # only once its stage has run, so never read while planning (no key read, no uniqueness read).
+    released: bool = False
 
     @property
     def row_level(self) -> bool:

@@ -162,6 +162,14 @@ FINDINGS = [
     "SELECT n_name, SUM(c_bal * n_nationkey) FROM customer JOIN nation ON c_nation = n_nationkey GROUP BY n_name",
     # issue 24: public keys pruned by a condition on the public table (N0..N4), the same on every neighbour
     "SELECT n_name, COUNT(*) FROM customer JOIN nation ON c_nation = n_nationkey WHERE n_nationkey < 5 GROUP BY n_name",
+    # issue 24: a subquery correlated on a public key, released per key, read by the query as a lookup;
+    # correlations across types (TINYINT against BIGINT, DOUBLE against BIGINT, NOCASE against a key)
+    "SELECT n_name, COUNT(*) FROM customer JOIN nation ON c_nation = n_nationkey WHERE c_bal > (SELECT AVG(c_bal) "
+    "FROM customer c2 WHERE c2.c_nation = nation.n_nationkey) GROUP BY n_name",
+    "SELECT b_name, COUNT(*) FROM orders JOIN bands ON o_f = b_key WHERE o_total > (SELECT AVG(o_total) FROM orders o2 "
+    "WHERE o2.o_f = bands.b_key) GROUP BY b_name",
+    "SELECT label, COUNT(*) FROM customer JOIN codes ON c_code = code WHERE c_bal * 10 < (SELECT COUNT(*) FROM "
+    "customer c2 WHERE c2.c_code = codes.code) GROUP BY label",
     # 2: links that compare lossily (DOUBLE against BIGINT; NOCASE against a case-sensitive key)
     "SELECT COUNT(*) FROM lineitem",
     "SELECT l_flag, SUM(l_qty) FROM lineitem GROUP BY l_flag",
@@ -217,6 +225,10 @@ SEMI_JOINS = {   # table the outer query must read -> conditions to add
     "customer": ["EXISTS (SELECT * FROM notes WHERE n_ref = c_ref AND n_len > 3)",
                  "c_code IN (SELECT code FROM codes)", "c_nation NOT IN (SELECT n_nationkey FROM nation)"],
     "lineitem": ["EXISTS (SELECT * FROM orders WHERE o_orderkey = l_orderkey AND o_date {op} l_ts)"],
+    # issue 24: subqueries correlated on a public key (released per key, read as a lookup)
+    "nation": ["c_bal {op} (SELECT AVG(c_bal) FROM customer c2 WHERE c2.c_nation = nation.n_nationkey)"],
+    "bands": ["o_total {op} (SELECT AVG(o_total) FROM orders o2 WHERE o2.o_f = bands.b_key)"],
+    "codes": ["c_bal {op} (SELECT COUNT(*) FROM customer c2 WHERE c2.c_code = codes.code) * 100"],
 }
 FILTERS = {"orders": ["o_big > 5", "o_f = 1.5", "o_date > DATE '2020-02-01'", "o_status = 'F'", "o_total < 40"],
            "lineitem": ["l_tiny < 0", "l_ts <= TIMESTAMP '2020-01-20'", "l_qty > 10"],

@@ -204,6 +204,16 @@ FINDINGS = [
     "SELECT SUM(i8) FROM people WHERE CAST(txt AS INTEGER) > 1",
     "SELECT grade, SUM(f64) AS s FROM (SELECT grade, f64 FROM visits WHERE dec < (SELECT MAX(dec) FROM visits "
     "WHERE CAST(txt AS DATE) > DATE '2001-01-01')) AS v GROUP BY grade HAVING SUM(f64) > (SELECT SUM(f64) FROM visits) / 10",
+    # correlated on a public key (TPC-H Q17's shape): stage 1 grouped by the key, its values a lookup of
+    # stage 2 (held at their zero-noise values on both sides); the heavy person reaches every clinic
+    "SELECT region, COUNT(*) AS n FROM visits v, clinics c WHERE v.clinic = c.clinic AND v.f64 > (SELECT AVG(f64) "
+    "FROM visits w WHERE w.clinic = c.clinic) GROUP BY region ORDER BY n",
+    "SELECT SUM(i8) AS s FROM visits, clinics WHERE clinics.clinic = visits.clinic AND region = 'north' AND "
+    "CAST(txt AS INTEGER) < (SELECT COUNT(*) FROM visits WHERE clinic = clinics.clinic AND i8 > 0)",
+    "SELECT c.clinic, AVG(f64) FROM visits w, clinics c WHERE w.clinic = c.clinic GROUP BY c.clinic",
+    # (exact, each clinic's threshold would move with the person's rows there: about 11 rows per unit of it)
+    "SELECT COUNT(*) AS n FROM visits v, clinics c WHERE v.clinic = c.clinic AND v.i8 < (SELECT COUNT(*) FROM visits w "
+    "WHERE w.clinic = c.clinic) - 231",
     # the row of the largest private total (TPC-H Q15's shape): the top-1, then the public table's row
     "WITH r (k, v) AS (SELECT clinic, SUM(f64) FROM visits WHERE CAST(txt AS INTEGER) > 1 OR i8 > 0 GROUP BY clinic) "
     "SELECT clinics.clinic, region, v FROM clinics, r WHERE clinics.clinic = k AND v = (SELECT MAX(v) FROM r)",

@@ -1,0 +1,3 @@
+-- expect: DP317
+-- caret: c.clinic
+SELECT COUNT(*) FROM visits v, clinics c WHERE v.clinic = c.clinic AND v.cost > (SELECT AVG(cost) FROM visits w WHERE w.clinic = c.clinic) AND v.cost < (SELECT MAX(cost) FROM visits)

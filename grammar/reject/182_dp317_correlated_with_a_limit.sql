@@ -1,0 +1,2 @@
+-- expect: DP317
+SELECT COUNT(*) FROM visits v, clinics c WHERE v.clinic = c.clinic AND v.cost > (SELECT AVG(cost) FROM visits w WHERE w.clinic = c.clinic LIMIT 1)
