@@ -109,7 +109,7 @@ def shown_columns(result: Released, max_rows: int | None = None) -> tuple[list[S
     picked = list(range(n)) if max_rows is None or n <= max_rows else \
         list(range(max_rows - max_rows // 2)) + list(range(n - max_rows // 2, n))
     names, types = table.column_names, column_types(table)
-    noisy, merged = noisy_columns(result), set()
+    noisy, merged = noisy_columns(result.plan), set()
     shown = []
     for i, name in enumerate(names):
         if name in merged:
@@ -127,9 +127,12 @@ def shown_columns(result: Released, max_rows: int | None = None) -> tuple[list[S
     return shown, len(picked)
 
 
-def noisy_columns(result: Released) -> set[str]:
-    """Released columns that carry noise: aggregates, and expressions over them."""
-    outputs = getattr(result.plan, "outputs", ())
+def noisy_columns(plan: Any) -> set[str]:
+    """Released columns that carry noise: aggregates, and expressions over them (a remote plan's as the
+    server named them: its outputs are plain dicts, client/remote.py)."""
+    if isinstance(getattr(plan, "noisy", None), tuple):
+        return set(plan.noisy)
+    outputs = getattr(plan, "outputs", ())
     slots = {f"o{i}" for i, o in enumerate(outputs) if o.kind.aggregate}
     noisy = set()
     for o in outputs:
@@ -145,12 +148,12 @@ def footer(result: Released, shown_rows: int) -> list[str]:
     n, plan = len(result), result.plan
     rows = f"{n} row{'' if n == 1 else 's'}" + (f" ({shown_rows} shown)" if shown_rows < n else "")
     lines = [rows]
-    if noisy_columns(result):
+    if noisy_columns(plan):
         lines.append(f"{NOISY} noisy: differentially private (epsilon {plan.epsilon:g}, delta {plan.delta:g})"
                      + ("; replayed at no cost" if result.replayed else ""))
     if getattr(plan, "confidence", None) is not None and any("_ci_low" in c for c in result.table.column_names):
         lines.append(f"[low, high]: {plan.confidence * 100:g}% confidence intervals")
-    if isinstance(plan, PublicPlan):
+    if isinstance(plan, PublicPlan) or getattr(plan, "public_only", False) is True:
         lines.append("exact: public tables only, no budget spent")
     if isinstance(plan, LocalPlan):
         lines.append(f"local model: debiased from reports randomized at epsilon {plan.respondent_epsilon:g} per "
