@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 EXIT_CODES = {"refused": 2, "setup": 3, "failed": 1}   # the CLI's exit codes; 0 is an answer
-_SETUP_CODES = ("DP403", "DP404", "DP405", "DP406")
+_SETUP_CODES = ("DP403", "DP404", "DP405", "DP406", "DP410")
 
 
 def error_kind(code: str) -> str:
@@ -55,7 +55,7 @@ class DpsqlError(Exception):
     @property
     def kind(self) -> str:
         """``refused`` (the query is not allowed, or over budget), ``setup`` (policy, database or
-        ledger: DP5xx, DP403-DP406) or ``failed`` (DP9xx); the CLI's exit code follows it."""
+        ledger: DP5xx, DP403-DP406; the analyst's missing token, DP410) or ``failed`` (DP9xx); the CLI's exit code follows it."""
         return error_kind(self.code)
 
     @property
@@ -165,7 +165,8 @@ def _budget_hint(remaining) -> str:
 
 
 class AuthError(DpsqlError):
-    """An unknown or revoked analyst token or name (DP407); one message for both, never the token."""
+    """An unknown or revoked analyst token or name (DP407); one message for both, never the token. Also
+    no token at all on the analyst's side (DP410, a set-up error: nothing was sent)."""
     code = "DP407"
 
 

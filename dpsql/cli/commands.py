@@ -3,7 +3,8 @@
 Every command calls the library and turns its errors into clean messages; nothing here makes a
 privacy decision. Exit codes (``DpsqlError.exit_code``, mapped in ``dpsql/errors.py``): 0 answered,
 2 refused by dpsql (the query is not allowed, or over budget), 3 a set-up error (policy, database,
-ledger: DP5xx, DP403-DP406), 1 any other failure, including command-line usage errors; a DpsqlError
+ledger: DP5xx, DP403-DP406; a --db or --policy file that does not exist; the analyst's missing token, DP410),
+1 any other failure, including command-line usage errors; a DpsqlError
 is rendered with ``err.format()`` on stderr and nothing on stdout.
 
 Example:
@@ -36,7 +37,7 @@ from dpsql.cli import config
 from dpsql.cli.output import FORMATS, output_format, render, write
 from dpsql.cli.progress import spinner
 from dpsql.cli.render import render_budget
-from dpsql.cli.reporting import EXIT_FAILED, reporting_errors
+from dpsql.cli.reporting import EXIT_FAILED, MEMORY_DB, SetupFile, reporting_errors
 from dpsql.api.advice import plan_warnings
 from dpsql.mechanisms.base import OPTIONS as MECHANISM_OPTIONS
 from dpsql.plan.model import Plan
@@ -87,13 +88,11 @@ def connection_options(func):
         click.argument("sql", required=False),
         click.option("-f", "--file", "sql_file", type=click.File("r"), default=None, metavar="FILE",
                      help="Read the SQL from FILE (- for stdin) instead of the SQL argument."),
-        click.option("--db", "db_path", default=None, metavar="FILE.duckdb",
-                     type=click.Path(exists=True, dir_okay=False),
+        click.option("--db", "db_path", default=None, metavar="FILE.duckdb", type=SetupFile("database"),
                      help="DuckDB database file, opened read-only, or a Parquet/CSV file as a one-table "
-                          "database (default: $DPSQL_DB, or db in a "
-                          "dpsql.toml here)."),
-        click.option("--policy", "policy_path", default=None, metavar="policy.yaml",
-                     type=click.Path(exists=True, dir_okay=False),
+                          "database (default: $DPSQL_DB, or db in a dpsql.toml here; none, or :memory:, "
+                          "when every table of the policy has a source:)."),
+        click.option("--policy", "policy_path", default=None, metavar="policy.yaml", type=SetupFile("policy"),
                      help="Privacy policy (YAML) written by the data owner (default: $DPSQL_POLICY, "
                           "or policy in a dpsql.toml beside the database or here)."),
         server_option,
@@ -116,20 +115,39 @@ def connection_options(func):
 
 
 def _read_sql(sql: str | None, sql_file) -> str:
-    """The SQL argument (``-`` reads stdin), or the text of ``-f FILE``; exactly one of them."""
-    if (sql is None) == (sql_file is None):
+    """The SQL argument (``-`` reads stdin), or the text of ``-f FILE``, or, with neither, stdin when it
+    is not a terminal (``cat q.sql | dpsql query``); never empty."""
+    if sql is not None and sql_file is not None:
         raise click.UsageError("give the SQL as an argument (- for stdin) or with -f FILE, not both")
+    if sql is None and sql_file is None and sys.stdin.isatty():
+        raise click.UsageError("no SQL: give it as an argument, pipe it in (- for stdin), or pass -f FILE")
     if sql_file is not None:
-        return sql_file.read()
-    return sys.stdin.read() if sql == "-" else sql
+        text = sql_file.read()
+    else:
+        text = sys.stdin.read() if sql in (None, "-") else sql
+    if not text.strip():
+        where = "the argument" if sql not in (None, "-") else "the file" if sql_file is not None else "stdin"
+        raise click.UsageError(f"no SQL: {where} is empty; give it as an argument, pipe it in (- for stdin), "
+                               "or pass -f FILE")
+    return text
 
 
 def _setup(kwargs) -> dict:
-    """--db, --policy and --ledger, from the options, the environment or a dpsql.toml."""
+    """--db, --policy and --ledger, from the options, the environment or a dpsql.toml. No database
+    (or ``:memory:``) when every table of the policy names its ``source:``: dpsql reads them itself."""
     values = config.resolve(kwargs["db_path"], kwargs["policy_path"], kwargs.get("ledger"))
-    config.required(values, "db", "policy")
-    found = {"db_path": values["db"], "policy_path": values["policy"]}
+    if values["policy"] is None or values["db"] is not None or not _sources_only(str(values["policy"])):
+        config.required(values, "db", "policy")
+    db = None if values["db"] == MEMORY_DB else values["db"]
+    found = {"db_path": db, "policy_path": values["policy"]}
     return {**found, "ledger": values["ledger"]} if "ledger" in kwargs else found
+
+
+def _sources_only(policy_path: str) -> bool:
+    """Whether every table of the policy is read from its ``source:`` (then no --db is needed)."""
+    with reporting_errors(show_details=True):
+        tables = load_policy(policy_path).tables.values()
+    return bool(tables) and all(t.data_source is not None for t in tables)
 
 
 def _connect(db_path: str, policy_path: str, **kwargs):
@@ -262,17 +280,19 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
         with reporting_errors(show_details=server is not None):   # a remote error holds no data
             plan = db.explain(text, epsilon=epsilon, delta=delta, **chosen)
         if isinstance(plan, Plan):
-            path = ledger if ledger is not None else default_ledger_path(db_path)
+            path = ledger if ledger is not None or db_path is None else default_ledger_path(db_path)
             plan = dataclasses.replace(plan, budget_note=_ledger_note(path, policy_path, plan))
     for warning in plan_warnings(plan) if isinstance(plan, Plan) else ():
         click.echo(f"warning: {warning}", err=True)
     write(f"{plan}\n".encode(), output_path)
 
 
-def _ledger_note(path: str, policy_path: str, plan: Plan) -> BudgetNote:
+def _ledger_note(path: str | None, policy_path: str, plan: Plan) -> BudgetNote:
     """The ledger's remaining budget for ``plan``, read as ``dpsql budget`` reads it (``record=False``:
     a changed policy is only checked; a missing file is not created: nothing spent yet). One that
     cannot be read says so instead; a lock is waited for a second at most."""
+    if path is None:   # no database file to find a ledger beside, and no --ledger
+        return BudgetNote.unreadable(LedgerError("DP403", "no ledger given: pass --ledger FILE"))
     try:
         book = Ledger(path, load_policy(policy_path), record=False, timeout=EXPLAIN_LEDGER_WAIT)
     except LedgerError as err:
@@ -285,13 +305,14 @@ def _ledger_note(path: str, policy_path: str, plan: Plan) -> BudgetNote:
 
 @main.command()
 @server_option
-@click.option("--policy", "policy_path", default=None, metavar="policy.yaml",
-              type=click.Path(exists=True, dir_okay=False),
+@click.option("--policy", "policy_path", default=None, metavar="policy.yaml", type=SetupFile("policy"),
               help="Optional: the ledger keeps its policy; with --policy, a policy that changes a privacy "
                    "unit is refused, and a ledger not yet created shows this policy's total.")
-@click.option("--ledger", "ledger", default=None, metavar="FILE", help="The budget ledger file.")
-@click.option("--db", "db_path", default=None, metavar="FILE.duckdb", type=click.Path(exists=True, dir_okay=False),
-              help="Read the default ledger of this database, FILE.duckdb.dpsql-ledger.sqlite.")
+@click.option("--ledger", "ledger", default=None, metavar="FILE",
+              help="The budget ledger file (default: $DPSQL_LEDGER, or ledger in a dpsql.toml).")
+@click.option("--db", "db_path", default=None, metavar="FILE.duckdb", type=SetupFile("database"),
+              help="Read the default ledger of this database, FILE.duckdb.dpsql-ledger.sqlite (default: $DPSQL_DB, "
+                   "or db in a dpsql.toml).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="Output format; json is one object: ledger, total, spent, remaining, history.")
 def budget(server, policy_path, ledger, db_path, fmt):
@@ -312,8 +333,12 @@ def budget(server, policy_path, ledger, db_path, fmt):
         click.echo(json.dumps({"server": db.url, **state.as_dict()}, indent=2, allow_nan=False) if fmt == "json"
                    else render_budget(state), nl=fmt == "json")
         return
-    if ledger is None and db_path is None:
-        raise click.UsageError("pass --ledger FILE, or --db FILE.duckdb for its default ledger")
+    # Found as query finds them: the options, then $DPSQL_LEDGER / $DPSQL_DB, then a dpsql.toml.
+    found = config.resolve(db_path, policy_path, ledger)
+    ledger, db_path, policy_path = found["ledger"], found["db"], found["policy"]
+    if ledger is None and db_path in (None, MEMORY_DB):
+        raise click.UsageError("pass --ledger FILE (or set DPSQL_LEDGER, or ledger in a dpsql.toml), or --db "
+                               "FILE.duckdb for its default ledger")
     path = ledger if ledger is not None else default_ledger_path(db_path)
     with analysts_cli.reporting():   # exit 3 for a set-up error: the ledger or the policy
         # The ledger keeps its policy: --policy only checks it (and gives the total before a first charge).

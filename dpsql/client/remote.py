@@ -74,7 +74,7 @@ def find_token(token: str | None = None) -> str:
         lines = []
     if not lines:
         raise errors.AuthError(
-            "DP407", "no analyst token: pass token=, set DPSQL_TOKEN, or write it to " + str(path),
+            "DP410", "no analyst token: pass token=, set DPSQL_TOKEN, or write it to " + str(path),
             hint="the data owner makes one with: dpsql analyst add NAME --epsilon E")
     return lines[0]
 

@@ -237,14 +237,6 @@ def test_unparseable_policy_is_a_clean_error(runner, files, tmp_path):
 
 # --- other failures: exit 1, one clean line ------------------------------------------------------
 
-def test_missing_database_file_exits_1(runner, files, tmp_path):
-    missing = str(tmp_path / "nope.duckdb")
-    result = invoke(runner, "query", COUNT_BY_SEX, "--db", missing, *files[2:])
-    assert result.exit_code == 1
-    assert "nope.duckdb" in result.stderr
-    assert result.stdout == "" and "Traceback" not in result.stderr
-
-
 def test_usage_errors_exit_1_not_2(runner, files):
     """2 is reserved for "refused by dpsql"; a typo on the command line is another failure."""
     assert invoke(runner, "query", COUNT_BY_SEX).exit_code == 1            # no --db / --policy

@@ -169,7 +169,7 @@ def test_cli_server_refusals_exit_2_with_the_caret(served):
     assert "error[DP203]" in out.stderr and "       ^^^" in out.stderr
     assert run("query", COUNT, "--server", url, token="dpsql_wrong").exit_code == 2
     missing = run("query", COUNT, "--server", url)
-    assert missing.exit_code == 2 and "DP407" in missing.stderr
+    assert missing.exit_code == 3 and "DP410" in missing.stderr   # the analyst's set-up: no token
 
 
 def test_cli_server_mode_takes_none_of_the_owners_options(served, tmp_path):
