@@ -34,7 +34,7 @@ from dpsql.cli import policy_cmd
 from dpsql.cli.randomize import randomize
 from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
 from dpsql.cli import config
-from dpsql.cli.output import FORMATS, output_format, render, write
+from dpsql.cli.output import FORMATS, check_destination, output_format, render, write, write_after_charge
 from dpsql.cli.progress import spinner
 from dpsql.cli.render import render_budget
 from dpsql.cli.reporting import EXIT_FAILED, MEMORY_DB, SetupFile, reporting_errors
@@ -226,6 +226,7 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
     """
     text = sql
     fmt = output_format(fmt, output_path)   # a usage error before anything is spent
+    check_destination(output_path)
     chosen = _mechanism(mechanism)
     with spinner("running the query"):
         db = _connect(db_path, policy_path, ledger=ledger) if server is None else \
@@ -243,7 +244,8 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
         click.echo(f"warning: {warning}", err=True)
     # Render fully before writing: a refusal leaves stdout, and -o's file, as they were.
     with reporting_errors(show_details=True):
-        write(render(res, fmt), output_path)
+        data = render(res, fmt)
+    write_after_charge(data, output_path)
 
 
 @main.command()
@@ -272,6 +274,7 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
 
     text = sql
     chosen = _mechanism(mechanism)
+    check_destination(output_path)
     # Planned over an in-memory ledger: the real one (maybe another policy's, or corrupt) cannot stop
     # the plan; it is read afterwards, only for the remaining budget (the server's explain has its own).
     with spinner("planning the query"):   # reading files into memory at connect may take a while

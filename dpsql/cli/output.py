@@ -32,6 +32,30 @@ def output_format(fmt: str | None, path: str | None) -> str:
     return fmt
 
 
+def check_destination(path: str | None) -> None:
+    """Before anything is spent: ``-o FILE`` can be written (its folder exists and takes a new file), so
+    a query is not charged for an answer that then has nowhere to go. A usage error otherwise."""
+    if path is None:
+        return
+    folder = Path(path).parent
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{Path(path).name}.", dir=str(folder))
+    except OSError as err:
+        raise click.UsageError(f"-o {path}: cannot write a file in {str(folder)!r} ({err.strerror}); nothing was "
+                               "spent") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def write_after_charge(data: bytes, path: str | None) -> None:
+    """``write``, for an answer already paid for: a failure says so, and that a rerun replays it free."""
+    try:
+        write(data, path)
+    except OSError as err:
+        raise click.ClickException(f"cannot write {path}: {err.strerror}; the answer was charged, and the same "
+                                   "query run again returns it at no cost (unless --fresh)") from None
+
+
 def render(res, fmt: str) -> bytes:
     """The whole output, made before anything is written (a failure leaves no partial file or stdout)."""
     if fmt == "parquet":

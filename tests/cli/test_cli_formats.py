@@ -85,6 +85,33 @@ def test_a_refusal_leaves_the_output_file_as_it_was(runner, files, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".answer")] == []
 
 
+@pytest.mark.parametrize("command", ["query", "explain"])
+def test_an_output_that_cannot_be_written_is_refused_before_anything_is_spent(runner, files, tmp_path, command):
+    """Issue 25 item 7: -o into a missing folder charged the budget, then failed with a traceback naming a
+    temporary file."""
+    ledger = tmp_path / "budget.sqlite"
+    result = run(runner, command, SQL, *files, "--ledger", str(ledger), "-o", str(tmp_path / "nowhere" / "a.csv"))
+    assert result.exit_code == 1 and "nothing was spent" in result.stderr and "nowhere" in result.stderr
+    assert "Traceback" not in result.stderr and ".a.csv." not in result.stderr
+    assert not ledger.exists()
+
+
+def test_an_answer_that_cannot_be_written_after_its_charge_says_a_rerun_is_free(runner, files, tmp_path,
+                                                                                  monkeypatch):
+    from dpsql.cli import output
+
+    def full_disk(data, path):
+        raise OSError(28, "No space left on device")
+    ledger, out = tmp_path / "budget.sqlite", tmp_path / "a.csv"
+    with monkeypatch.context() as patched:
+        patched.setattr(output, "write", full_disk)
+        result = run(runner, "query", SQL, *files, "--ledger", str(ledger), "-o", str(out))
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert "No space left on device" in result.stderr and "run again returns it at no cost" in result.stderr
+    again = answered(runner, "query", SQL, *files, "--ledger", str(ledger), "-o", str(out))
+    assert "no budget spent" in again.stderr and out.read_text().startswith("sex,n")
+
+
 def test_explain_writes_its_plan_to_a_file(runner, files, tmp_path):
     out = tmp_path / "plan.txt"
     result = answered(runner, "explain", SQL, *files, "-o", str(out))
