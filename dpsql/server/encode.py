@@ -132,9 +132,7 @@ def error_body(err: DpsqlError) -> tuple[int, dict]:
         return 500, {"error": doc}
     doc = {"code": code, "type": type(err).__name__, "message": err.message, "hint": err.hint, "rule": err.rule}
     if err.line is not None:
-        bare = DpsqlError(code, "", sql=err.sql, start=err.start, end=err.end)   # the caret lines only
-        doc.update(line=err.line, column=err.col, start=err.start, end=err.end,
-                   excerpt=bare.format().split("\n", 1)[1])
+        doc.update(line=err.line, column=err.col, start=err.start, end=err.end, excerpt="\n".join(err.excerpt()))
     if code == "DP402":
         requested, remaining = getattr(err, "requested", (0, 0)), getattr(err, "remaining", (0, 0))
         doc["requested"] = {"epsilon": float(requested[0]), "delta": float(requested[1])}
