@@ -159,12 +159,14 @@ def _connect(db_path: str, policy_path: str, **kwargs):
 # --- commands ------------------------------------------------------------------------------------
 
 @click.group(cls=_Group)
+@click.version_option(dpsql.__version__, "--version", prog_name="dpsql", message="%(prog)s %(version)s")
 def main():
     """Differentially private SQL over DuckDB.
 
     Analysts send SQL; dpsql answers with calibrated noise and charges the privacy budget set by
     the data owner's policy. Exit codes: 0 answered, 2 refused by dpsql, 3 set-up error (policy,
-    database, ledger), 1 other failure.
+    database, ledger), 1 other failure. Shell completion (bash, zsh, fish):
+    eval "$(_DPSQL_COMPLETE=bash_source dpsql)" in ~/.bashrc (zsh_source, fish_source).
 
     \b
     Example:

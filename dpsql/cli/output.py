@@ -10,13 +10,13 @@ from pathlib import Path
 import click
 import pyarrow.parquet as pq
 
-from dpsql.cli.render import render_csv, render_json, render_markdown, render_ndjson, render_table
+from dpsql.cli.render import render_csv, render_json, render_markdown, render_ndjson, render_table, render_tsv
 
-RENDERERS = {"table": render_table, "csv": render_csv, "json": render_json, "ndjson": render_ndjson,
-             "markdown": render_markdown}
-FORMATS = ("table", "csv", "json", "ndjson", "parquet", "markdown")
-SUFFIXES = {".csv": "csv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson", ".parquet": "parquet",
-            ".md": "markdown", ".txt": "table"}
+RENDERERS = {"table": render_table, "csv": render_csv, "tsv": render_tsv, "json": render_json,
+             "ndjson": render_ndjson, "markdown": render_markdown}
+FORMATS = ("table", "csv", "tsv", "json", "ndjson", "parquet", "markdown")
+SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson",
+            ".parquet": "parquet", ".md": "markdown", ".txt": "table"}
 
 
 def output_format(fmt: str | None, path: str | None) -> str:

@@ -82,14 +82,25 @@ def render_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return json.dumps(data, indent=2, allow_nan=False) + "\n"
 
 
-def render_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def render_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], delimiter: str = ",") -> str:
     """RFC 4180 CSV with a header row; NULL is an empty field."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator="\n", delimiter=delimiter)
     writer.writerow(columns)
     for row in rows:
         writer.writerow(["" if v is None else _csv_cell(v) for v in row])
     return buffer.getvalue()
+
+
+def render_tsv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Tab-separated values with a header row (CSV's quoting where a field holds a tab or a newline).
+
+    >>> print(render_tsv(["sex", "n"], [("F", 10), ("M", None)]), end="")
+    sex\tn
+    F\t10
+    M\t
+    """
+    return render_csv(columns, rows, delimiter="\t")
 
 
 def _csv_cell(value: Any) -> Any:

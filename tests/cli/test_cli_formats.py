@@ -265,3 +265,30 @@ def test_every_command_has_an_example_in_its_help(runner):
         result = run(runner, *path, "--help")
         assert result.exit_code == 0 and "Example" in result.stdout, f"dpsql {' '.join(path)} --help"
         assert "dpsql " in result.stdout.split("Example", 1)[1], f"dpsql {' '.join(path)} --help"
+
+
+# --- issue 25, item 10: the command line's niggles --------------------------------------------------------
+
+def test_version(runner):
+    import dpsql
+    result = answered(runner, "--version")
+    assert result.stdout == f"dpsql {dpsql.__version__}\n"
+
+
+def test_a_tsv_output_is_tab_separated(runner, files, tmp_path):
+    rows = json.loads(answered(runner, "query", SQL, *files, "--format", "json").stdout)
+    out = tmp_path / "answer.tsv"
+    answered(runner, "query", SQL, *files, "-o", str(out))
+    lines = out.read_text().splitlines()
+    assert lines[0] == "sex\tn" and lines[1:] == [f"{r['sex']}\t{r['n']}" for r in rows]
+    assert answered(runner, "query", SQL, *files, "--format", "tsv").stdout.splitlines() == lines
+
+
+def test_shell_completion_as_the_readme_documents_it(runner):
+    readme = (ROOT / "README.md").read_text()
+    assert 'eval "$(_DPSQL_COMPLETE=bash_source dpsql)"' in readme
+    script = runner.invoke(cli.main, [], prog_name="dpsql", env={"_DPSQL_COMPLETE": "bash_source"})
+    assert script.exit_code == 0 and "_dpsql_completion" in script.stdout
+    words = runner.invoke(cli.main, [], prog_name="dpsql",
+                          env={"_DPSQL_COMPLETE": "bash_complete", "COMP_WORDS": "dpsql que", "COMP_CWORD": "1"})
+    assert "plain,query" in words.stdout
