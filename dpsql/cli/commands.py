@@ -36,7 +36,7 @@ from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
 from dpsql.cli import config
 from dpsql.cli.output import FORMATS, check_destination, output_format, render, write, write_after_charge
 from dpsql.cli.progress import spinner
-from dpsql.cli.render import render_budget
+from dpsql.cli.render import plan_output, render_budget
 from dpsql.cli.reporting import EXIT_FAILED, MEMORY_DB, SetupFile, reporting_errors
 from dpsql.api.advice import plan_warnings
 from dpsql.mechanisms.base import OPTIONS as MECHANISM_OPTIONS
@@ -258,9 +258,14 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
                    "that cannot be read (another policy's, locked, corrupt) does not stop the plan.")
 @click.option("-o", "--output", "output_path", default=None, metavar="FILE",
               type=click.Path(dir_okay=False, writable=True), help="Write the plan to FILE instead of stdout.")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True,
+              help="json: one object (epsilon, delta, text, outputs with their expected error, budget_before), "
+                   "as dpsql serve's PLAN.")
+@click.option("--sql", "show_sql", is_flag=True, default=False,
+              help="Show the full rewritten SQL that DuckDB runs (long; left out by default).")
 @mechanism_option
-def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_path, mechanism):
-    """Print the plan for SQL (noise, sensitivity, rewritten SQL); spends no budget.
+def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_path, fmt, show_sql, mechanism):
+    """Print the plan for SQL (noise, sensitivity; the rewritten SQL with --sql); spends no budget.
 
     SQL is the query text, - to read it from stdin, or -f FILE; --db and --policy default as for
     query. Shows the budget remaining in the ledger before this query (in the accountant's terms and
@@ -271,7 +276,8 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
     Example:
         dpsql explain "SELECT sex, SUM(income) AS total FROM people GROUP BY sex" \\
             --db people.duckdb --policy policy.yaml --epsilon 0.5
-        dpsql explain -f report.sql -o report.plan.txt
+        dpsql explain -f report.sql -o report.plan.txt --sql
+        dpsql explain "SELECT COUNT(*) AS n FROM people" --format json
     """
 
     text = sql
@@ -289,7 +295,7 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
             plan = dataclasses.replace(plan, budget_note=_ledger_note(path, policy_path, plan))
     for warning in plan_warnings(plan) if isinstance(plan, Plan) else ():
         click.echo(f"warning: {warning}", err=True)
-    write(f"{plan}\n".encode(), output_path)
+    write(plan_output(plan, fmt, show_sql).encode(), output_path)
 
 
 def _ledger_note(path: str | None, policy_path: str, plan: Plan) -> BudgetNote:

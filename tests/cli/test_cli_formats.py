@@ -292,3 +292,27 @@ def test_shell_completion_as_the_readme_documents_it(runner):
     words = runner.invoke(cli.main, [], prog_name="dpsql",
                           env={"_DPSQL_COMPLETE": "bash_complete", "COMP_WORDS": "dpsql que", "COMP_CWORD": "1"})
     assert "plain,query" in words.stdout
+
+
+def test_explain_leaves_the_rewritten_sql_out_unless_asked(runner, files):
+    short = answered(runner, "explain", SQL, *files).stdout
+    assert "measurements:" in short and "rewritten SQL: " in short and "line(s), shown with --sql" in short
+    assert '"__rows"' not in short
+    full = answered(runner, "explain", SQL, *files, "--sql").stdout
+    assert full.startswith(short.rsplit("rewritten SQL:", 1)[0]) and '"__rows"' in full
+
+
+def test_explain_as_json(runner, files):
+    doc = json.loads(answered(runner, "explain", SQL, *files, "--epsilon", "0.5", "--format", "json").stdout)
+    assert doc["epsilon"] == 0.5 and [o["name"] for o in doc["outputs"]] == ["sex", "n"]
+    assert doc["outputs"][1]["expected_error"] > 0 and doc["budget_before"]["readable"] is True
+    assert doc["text"].startswith("dpsql plan for: ") and "rewritten_sql" not in doc
+    assert "__rows" in json.loads(answered(runner, "explain", SQL, *files, "--format", "json", "--sql").stdout)[
+        "rewritten_sql"]
+
+
+def test_the_plan_does_not_echo_the_sqls_comment_header(runner, files, tmp_path):
+    script = tmp_path / "report.sql"
+    script.write_text("-- monthly report: people by sex\n/* owner: alice */\n" + SQL + "\n")
+    plan = answered(runner, "explain", "-f", str(script), *files).stdout
+    assert plan.splitlines()[0] == f"dpsql plan for: {SQL}"

@@ -247,3 +247,11 @@ def test_a_public_only_remote_result_says_it_is_exact(served):
     res = dpsql.remote(url, token).sql("SELECT clinic, region FROM clinics ORDER BY clinic")
     assert "exact: public tables only, no budget spent" in str(res) and "~" not in str(res)
     assert res.warnings == []
+
+
+def test_cli_explain_as_json_with_server(served):
+    _, token, url = served
+    out = run("explain", COUNT, "--server", url, "--epsilon", "0.125", "--format", "json", token=token)
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["epsilon"] == 0.125 and doc["outputs"][1]["name"] == "n" and "rewritten_sql" not in doc
