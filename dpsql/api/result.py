@@ -141,9 +141,10 @@ class Result:
         """Write the rows as Parquet (DuckDB's writer and options: ``compression``, ...)."""
         self._in_duckdb().write_parquet(str(file_name), **options)
 
-    def show(self, max_rows: int | None = 40) -> None:
-        """Print the table (the first and last rows past ``max_rows``; None prints every row)."""
-        print(display.box_table(self._shown(), max_rows))
+    def show(self, max_rows: int | None = 40, max_width: int | None = None) -> None:
+        """Print the table (the first and last rows past ``max_rows``; None prints every row), its middle
+        columns left out past ``max_width`` characters, as DuckDB's ``show`` does."""
+        print(display.box_table(self._shown(), max_rows, max_width))
 
     def __str__(self) -> str:
         return display.box_table(self._shown())

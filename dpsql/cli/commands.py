@@ -34,7 +34,8 @@ from dpsql.cli import policy_cmd
 from dpsql.cli.randomize import randomize
 from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
 from dpsql.cli import config
-from dpsql.cli.output import FORMATS, check_destination, output_format, render, write, write_after_charge
+from dpsql.cli.output import (FORMATS, check_destination, output_format, render, terminal_width, write,
+                              write_after_charge)
 from dpsql.cli.progress import spinner
 from dpsql.cli.render import plan_output, render_budget
 from dpsql.cli.reporting import EXIT_FAILED, MEMORY_DB, SetupFile, reporting_errors
@@ -246,7 +247,7 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
         click.echo(f"warning: {warning}", err=True)
     # Render fully before writing: a refusal leaves stdout, and -o's file, as they were.
     with reporting_errors(show_details=True):
-        data = render(res, fmt)
+        data = render(res, fmt, terminal_width(output_path))
     write_after_charge(data, output_path)
 
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import click
 import pyarrow.parquet as pq
 
+from dpsql.api import display
+from dpsql.api.result import Result
 from dpsql.cli.render import render_csv, render_json, render_markdown, render_ndjson, render_table, render_tsv
 
 RENDERERS = {"table": render_table, "csv": render_csv, "tsv": render_tsv, "json": render_json,
@@ -56,14 +60,26 @@ def write_after_charge(data: bytes, path: str | None) -> None:
                                    "query run again returns it at no cost (unless --fresh)") from None
 
 
-def render(res, fmt: str) -> bytes:
-    """The whole output, made before anything is written (a failure leaves no partial file or stdout)."""
+def render(res, fmt: str, max_width: int | None = None) -> bytes:
+    """The whole output, made before anything is written (a failure leaves no partial file or stdout). A
+    table is Python's display of the Result (noisy columns marked ~, intervals beside values, the epsilon
+    footer; warnings go to stderr), no wider than ``max_width``."""
     if fmt == "parquet":
         buffer = io.BytesIO()
         pq.write_table(res.arrow(), buffer)
         return buffer.getvalue()
+    if fmt == "table" and isinstance(res, Result):
+        shown = display.Released(res.arrow(), res.plan, res.replayed, ())
+        return (display.box_table(shown, max_rows=None, max_width=max_width) + "\n").encode()
     text = RENDERERS[fmt](list(res.columns), res.fetchall())
     return (text if text.endswith("\n") else text + "\n").encode()
+
+
+def terminal_width(path: str | None) -> int | None:
+    """The width a table printed to stdout should fit: the terminal's (or $COLUMNS); none for a file or a pipe."""
+    if path is not None or not (sys.stdout.isatty() or os.environ.get("COLUMNS")):
+        return None
+    return max(shutil.get_terminal_size().columns, 40)
 
 
 def write(data: bytes, path: str | None) -> None:

@@ -54,7 +54,8 @@ def test_every_text_format_holds_the_same_answer(runner, files):
     assert markdown[:2] == ["| sex | n |", "| :-- | --: |"]
     assert markdown[2:] == [f"| {sex} | {n} |" for sex, n in expected]
     text = answered(runner, "query", SQL, *files).stdout.splitlines()
-    assert text[0].split() == ["sex", "n"] and text[-1] == "(2 rows)"
+    assert text[1].split() == ["│", "sex", "│", "n", "│"] and "2 rows" in text
+    assert [(line.split()[1], int(line.split()[3])) for line in text[4:6]] == expected
 
 
 def test_parquet_needs_an_output_file_and_is_refused_before_anything_is_spent(runner, files, tmp_path):
@@ -316,3 +317,15 @@ def test_the_plan_does_not_echo_the_sqls_comment_header(runner, files, tmp_path)
     script.write_text("-- monthly report: people by sex\n/* owner: alice */\n" + SQL + "\n")
     plan = answered(runner, "explain", "-f", str(script), *files).stdout
     assert plan.splitlines()[0] == f"dpsql plan for: {SQL}"
+
+
+def test_the_table_fits_the_terminal_with_the_noisy_marks_and_footer(runner, files):
+    wide = "SELECT sex, COUNT(*) AS n, AVG(income) AS income, AVG(age) AS age, SUM(income) AS total FROM people " \
+           "GROUP BY sex"
+    full = answered(runner, "query", wide, *files, "--ci", "0.95").stdout.splitlines()
+    assert max(map(len, full)) > 100 and "~ noisy: differentially private (epsilon 1, delta 0)" in full
+    assert "[low, high]: 95% confidence intervals" in full
+    narrow = answered(runner, "query", wide, *files, "--ci", "0.95", env={"COLUMNS": "80"}).stdout.splitlines()
+    assert max(map(len, narrow)) <= 80 and narrow[1].split()[:4] == ["│", "sex", "│", "n"]
+    assert "│ … │" in narrow[1] and narrow[-1].endswith("columns left out to fit 80 characters")
+    assert "~ noisy: differentially private (epsilon 1, delta 0); replayed at no cost" in narrow

@@ -149,7 +149,7 @@ def test_cli_query_and_explain_with_server(served):
     rows = json.loads(out.stdout)
     assert [r["sex"] for r in rows] == ["F", "M"] and set(rows[0]) == {"sex", "n"}
     table = run("query", "-", "--server", url, "--epsilon", "0.125", token=token, stdin=COUNT)
-    assert table.exit_code == 0 and "(2 rows)" in table.stdout
+    assert table.exit_code == 0 and "2 rows\n~ noisy: differentially private (epsilon 0.125" in table.stdout
     plan = run("explain", COUNT, "--server", url, "--epsilon", "0.125", token=token)
     assert plan.exit_code == 0 and plan.stdout.startswith("dpsql plan for:")
 
