@@ -50,11 +50,28 @@ EXPLAIN_LEDGER_WAIT = 1.0   # seconds explain waits for a locked ledger before s
 
 
 class _Command(click.Command):
-    """A click command whose usage errors exit 1, not click's 2 (2 means "refused by dpsql")."""
+    """A click command whose usage errors exit 1, not click's 2 (2 means "refused by dpsql"), and whose
+    SQL argument may open with a comment: ``"-- monthly report\\nSELECT ..."`` is not an option."""
 
     def make_context(self, *args, **kwargs):
         with _usage_errors_exit_1():
             return super().make_context(*args, **kwargs)
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, _sql_last(args) if any(p.name == "sql" for p in self.params) else args)
+
+
+def _sql_last(args: list[str]) -> list[str]:
+    """An argument that starts with ``-`` and holds white space is SQL (no option's name does): after
+    ``--``, where click reads it as the positional argument whatever it starts with.
+
+    >>> _sql_last(["--db", "a.duckdb", "-- report\\nSELECT 1", "--epsilon", "1"])
+    ['--db', 'a.duckdb', '--epsilon', '1', '--', '-- report\\nSELECT 1']
+    """
+    if "--" in args:
+        return args
+    sql = [a for a in args if a.startswith("-") and any(c.isspace() for c in a)]
+    return [a for a in args if a not in sql] + (["--", *sql] if sql else [])
 
 
 class _Group(click.Group):

@@ -329,3 +329,8 @@ def test_the_table_fits_the_terminal_with_the_noisy_marks_and_footer(runner, fil
     assert max(map(len, narrow)) <= 80 and narrow[1].split()[:4] == ["│", "sex", "│", "n"]
     assert "│ … │" in narrow[1] and narrow[-1].endswith("columns left out to fit 80 characters")
     assert "~ noisy: differentially private (epsilon 1, delta 0); replayed at no cost" in narrow
+
+
+def test_sql_that_opens_with_a_comment_is_not_taken_for_an_option(runner, files):
+    plan = answered(runner, "explain", "-- monthly report\n" + SQL, *files, "--epsilon", "0.5").stdout
+    assert plan.splitlines()[0] == f"dpsql plan for: {SQL}" and "budget: epsilon 0.5" in plan
