@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401 - pa.parquet
 import pytest
 from click.testing import CliRunner
 
@@ -217,7 +218,7 @@ def test_the_mechanism_reaches_the_server(served):
         assert refused.value.code == "DP401"
 
 
-def test_every_result_verb_works_on_a_remote_result(served, capsys):
+def test_every_result_verb_works_on_a_remote_result(served, capsys, tmp_path):
     """A remote Result prints, shows and renders HTML as the in-process one does (issue 25 item 4: they
     raised AttributeError on the RemotePlan's dict outputs): the noisy marker, the epsilon footer, the
     interval line and the server's warnings; every reading verb gives the same rows."""
@@ -236,6 +237,17 @@ def test_every_result_verb_works_on_a_remote_result(served, capsys):
     assert isinstance(res.warnings, list)
     assert res.fetchall() == list(res) and len(res.df()) == len(res) == 2 and res.shape == (2, 7)
     assert res.types == local.types and res.arrow().num_rows == 2 and set(res.fetchnumpy()) == set(res.columns)
+    first = res.fetchone()
+    assert [first] + res.fetchall() == list(res)   # the cursor: one row, then the rest
+    assert len(res.fetchmany(5)) == 2 and res.fetchmany(1) == []
+    res.write_parquet(str(tmp_path / "r.parquet"))
+    res.write_csv(str(tmp_path / "r.csv"))
+    assert pa.parquet.read_table(tmp_path / "r.parquet").num_rows == 2
+    assert (tmp_path / "r.csv").read_text().splitlines()[0].startswith("sex,n")
+    assert pa.table(res).num_rows == 2 and res.pl().height == 2   # __arrow_c_stream__ and polars
+    res.show(max_width=45)
+    shown = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in shown if line[0] in "┌│├└") <= 45 and "│ … │" in shown[1]
     tiny = dpsql.remote(url, token).sql("SELECT COUNT(*) AS n FROM people WHERE age > 200", epsilon=0.01,
                                         fresh=True)
     assert tiny.warnings and "cannot be told from 0" in tiny.warnings[0]
