@@ -25,7 +25,9 @@ MEMORY_DB = ":memory:"   # --db :memory: (or no --db): every table from its poli
 _MISSING = {"database": ("DP503", "database file {!r} does not exist",
                          "pass --db an existing DuckDB, Parquet or CSV file; with no --db every table is read "
                          "from its policy's source:"),
-            "policy": ("DP501", "policy file {!r} does not exist", "pass --policy the data owner's policy YAML")}
+            "policy": ("DP501", "policy file {!r} does not exist", "pass --policy the data owner's policy YAML"),
+            "metadata": ("DP501", "SmartNoise metadata file {!r} does not exist", "pass the metadata's YAML file"),
+            "source": ("DP505", "source file {!r} does not exist", "pass an existing Parquet, CSV or DuckDB file")}
 
 
 class SetupFailure(click.ClickException):

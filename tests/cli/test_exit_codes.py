@@ -123,3 +123,14 @@ def test_serve_opens_a_policy_of_sources_without_a_database(sources, monkeypatch
     result = invoke("serve", "--policy", policy, "--ledger", ledger)
     assert result.exit_code == 0, result.output
     assert served["args"] == (None, policy, ledger)
+
+
+@pytest.mark.parametrize("args, code", [
+    (["analyst", "add", "alice", "--epsilon", "1", "--ledger", "{tmp}/b.sqlite", "--policy", "{tmp}/nope.yaml"],
+     "DP501"),
+    (["ledger", "rebind", "--ledger", "{tmp}/b.sqlite", "--policy", "{tmp}/nope.yaml", "--yes"], "DP501"),
+    (["policy", "import", "{tmp}/nope.yaml"], "DP501"),
+    (["randomize", "{tmp}/nope.parquet", "-c", "sex", "--epsilon", "1", "-o", "{tmp}/out.parquet"], "DP505")])
+def test_every_command_says_a_missing_file_is_a_set_up_error(tmp_path, args, code):
+    result = invoke(*[a.format(tmp=tmp_path) for a in args])
+    assert result.exit_code == 3 and f"error[{code}]" in result.stderr and "nope." in result.stderr
