@@ -6,9 +6,10 @@
 """
 from __future__ import annotations
 
+from dpsql.hints import HINTS
 
 EXIT_CODES = {"refused": 2, "setup": 3, "failed": 1}   # the CLI's exit codes; 0 is an answer
-_SETUP_CODES = ("DP403", "DP404", "DP405", "DP406")
+_SETUP_CODES = ("DP403", "DP404", "DP405", "DP406", "DP410")
 
 
 def error_kind(code: str) -> str:
@@ -28,7 +29,7 @@ class DpsqlError(Exception):
     Attributes:
         code: stable identifier such as ``DP304``; documented in ``grammar/README.md``.
         message: what was refused and why, naming the offending column or function.
-        hint: what the user can do instead (may be empty).
+        hint: what the user can do instead: the site's own, else the code's (``dpsql/hints.py``).
         sql, start, end: the SQL text and the 0-based inclusive character span of the offending node.
     """
 
@@ -40,7 +41,7 @@ class DpsqlError(Exception):
                  rule: str | None = None):
         self.code = code or type(self).code
         self.message = message
-        self.hint = hint
+        self.hint = hint or HINTS.get(self.code, "")
         self.sql = sql
         if sql is not None and start is not None:
             # Never past the text (a parser may point just after the last character).
@@ -55,7 +56,7 @@ class DpsqlError(Exception):
     @property
     def kind(self) -> str:
         """``refused`` (the query is not allowed, or over budget), ``setup`` (policy, database or
-        ledger: DP5xx, DP403-DP406) or ``failed`` (DP9xx); the CLI's exit code follows it."""
+        ledger: DP5xx, DP403-DP406; the analyst's missing token, DP410) or ``failed`` (DP9xx); the CLI's exit code follows it."""
         return error_kind(self.code)
 
     @property
@@ -74,18 +75,24 @@ class DpsqlError(Exception):
             return None
         return self.start - (self.sql.rfind("\n", 0, self.start) + 1) + 1
 
+    def excerpt(self) -> list[str]:
+        """The caret lines under the offending SQL (none when the error is not about a place in it)."""
+        if self.line is None or self.sql is None or self.start is None or self.col is None:
+            return []
+        lines = self.sql.splitlines() or [""]
+        text = lines[self.line - 1] if self.line - 1 < len(lines) else ""
+        width = max(1, min(self.end if self.end is not None else self.start, self.start + len(text)) - self.start + 1)
+        gutter = " " * len(str(self.line))
+        return [f"{gutter}--> line {self.line}, column {self.col}", f"{gutter} |", f"{self.line} | {text}",
+                f"{gutter} | {' ' * (self.col - 1)}{'^' * width}"]
+
+    def __str__(self) -> str:
+        """The whole refusal, as ``format`` gives it: a notebook's traceback shows only ``str(e)``."""
+        return self.format()
+
     def format(self) -> str:
         """Render as ``error[DP###]: message`` plus a caret excerpt under the offending SQL."""
-        out = [f"error[{self.code}]: {self.message}"]
-        if self.line is not None:
-            lines = self.sql.splitlines() or [""]
-            text = lines[self.line - 1] if self.line - 1 < len(lines) else ""
-            width = max(1, min(self.end, self.start + len(text)) - self.start + 1)
-            gutter = " " * len(str(self.line))
-            out += [f"{gutter}--> line {self.line}, column {self.col}",
-                    f"{gutter} |",
-                    f"{self.line} | {text}",
-                    f"{gutter} | {' ' * (self.col - 1)}{'^' * width}"]
+        out = [f"error[{self.code}]: {self.message}"] + self.excerpt()
         if self.rule:
             out.append(f"rule: {self.rule}")
         if self.hint:
@@ -165,7 +172,8 @@ def _budget_hint(remaining) -> str:
 
 
 class AuthError(DpsqlError):
-    """An unknown or revoked analyst token or name (DP407); one message for both, never the token."""
+    """An unknown or revoked analyst token or name (DP407); one message for both, never the token. Also
+    no token at all on the analyst's side (DP410, a set-up error: nothing was sent)."""
     code = "DP407"
 
 

@@ -25,7 +25,7 @@ lives and how it fails closed: ``accounting/store.py``; replay keys and data ver
 >>> book.reserve(Cost.of(0.5, 0), sql="SELECT COUNT(*) FROM t", plan="", replay_key="k2")
 Traceback (most recent call last):
 ...
-dpsql.errors.BudgetExceeded: [DP402] privacy budget exceeded: requested epsilon=0.5, delta=0; remaining epsilon=0.25, delta=0; short by epsilon=0.25, delta=0
+dpsql.errors.BudgetExceeded: error[DP402]: privacy budget exceeded: requested epsilon=0.5, delta=0; remaining epsilon=0.25, delta=0; short by epsilon=0.25, delta=0...
 """
 from __future__ import annotations
 

@@ -109,7 +109,7 @@ def shown_columns(result: Released, max_rows: int | None = None) -> tuple[list[S
     picked = list(range(n)) if max_rows is None or n <= max_rows else \
         list(range(max_rows - max_rows // 2)) + list(range(n - max_rows // 2, n))
     names, types = table.column_names, column_types(table)
-    noisy, merged = noisy_columns(result), set()
+    noisy, merged = noisy_columns(result.plan), set()
     shown = []
     for i, name in enumerate(names):
         if name in merged:
@@ -127,9 +127,12 @@ def shown_columns(result: Released, max_rows: int | None = None) -> tuple[list[S
     return shown, len(picked)
 
 
-def noisy_columns(result: Released) -> set[str]:
-    """Released columns that carry noise: aggregates, and expressions over them."""
-    outputs = getattr(result.plan, "outputs", ())
+def noisy_columns(plan: Any) -> set[str]:
+    """Released columns that carry noise: aggregates, and expressions over them (a remote plan's as the
+    server named them: its outputs are plain dicts, client/remote.py)."""
+    if isinstance(getattr(plan, "noisy", None), tuple):
+        return set(plan.noisy)
+    outputs = getattr(plan, "outputs", ())
     slots = {f"o{i}" for i, o in enumerate(outputs) if o.kind.aggregate}
     noisy = set()
     for o in outputs:
@@ -152,12 +155,12 @@ def footer(result: Released, shown_rows: int) -> list[str]:
     n, plan = len(result), result.plan
     rows = f"{n} row{'' if n == 1 else 's'}" + (f" ({shown_rows} shown)" if shown_rows < n else "")
     lines = [rows]
-    if noisy_columns(result):
+    if noisy_columns(plan):
         lines.append(f"{NOISY} noisy: differentially private (epsilon {plan.epsilon:g}, delta {plan.delta:g})"
                      + ("; replayed at no cost" if result.replayed else ""))
     if getattr(plan, "confidence", None) is not None and any("_ci_low" in c for c in result.table.column_names):
         lines.append(f"[low, high]: {interval_note(plan.confidence)}")
-    if isinstance(plan, PublicPlan):
+    if isinstance(plan, PublicPlan) or getattr(plan, "public_only", False) is True:
         lines.append("exact: public tables only, no budget spent")
     if isinstance(plan, LocalPlan):
         lines.append(f"local model: debiased from reports randomized at epsilon {plan.respondent_epsilon:g} per "
@@ -165,12 +168,16 @@ def footer(result: Released, shown_rows: int) -> list[str]:
     return lines + [f"warning: {w}" for w in result.warnings]
 
 
-def box_table(result: Released, max_rows: int | None = 40) -> str:
-    """DuckDB's box rendering: names, types, rows; then the footer."""
+def box_table(result: Released, max_rows: int | None = 40, max_width: int | None = None) -> str:
+    """DuckDB's box rendering: names, types, rows; then the footer. Wider than ``max_width`` characters,
+    the middle columns give way to one "…" column, as DuckDB's own rendering does."""
     shown, count = shown_columns(result, max_rows)
     if not shown:
         return "\n".join(["(no columns)"] + footer(result, count))
     widths = [max(len(c.name), len(c.type), *(len(v) for v in c.cells)) for c in shown]
+    every = len(shown)
+    if max_width is not None:
+        shown, widths = _fit(shown, widths, max_width, count)
 
     def rule(left, mid, right):
         return left + mid.join("─" * (w + 2) for w in widths) + right
@@ -187,7 +194,33 @@ def box_table(result: Released, max_rows: int | None = 40) -> str:
         half = count - count // 2
         rows.insert(half, line(["…"] * len(shown), centre))
     out += rows + [rule("└", "┴", "┘")]
-    return "\n".join(out + footer(result, count))
+    hidden = [f"{every - len(shown) + 1} of {every} columns left out to fit {max_width} characters"] \
+        if len(shown) < every else []
+    return "\n".join(out + footer(result, count) + hidden)
+
+
+def _fit(shown: list[Shown], widths: list[int], max_width: int, count: int) -> tuple[list[Shown], list[int]]:
+    """The first and last columns that fit ``max_width`` (each takes its width and 3 of the frame), one
+    "…" column between them; at least the first and the last column."""
+    if sum(widths) + 3 * len(widths) + 1 <= max_width or len(shown) < 3:
+        return shown, widths
+    left, right = [0], [len(shown) - 1]
+    room = max_width - 1 - (1 + 3) - (widths[0] + 3) - (widths[-1] + 3)
+    while left[-1] + 1 < right[0]:
+        take_left = len(left) <= len(right)
+        i = left[-1] + 1 if take_left else right[0] - 1
+        if widths[i] + 3 > room:
+            break
+        room -= widths[i] + 3
+        if take_left:
+            left.append(i)
+        else:
+            right.insert(0, i)
+    if left[-1] + 1 == right[0]:
+        return shown, widths
+    gap = Shown("…", "", ("…",) * count, False)
+    return ([shown[i] for i in left] + [gap] + [shown[i] for i in right],
+            [widths[i] for i in left] + [1] + [widths[i] for i in right])
 
 
 def html_table(result: Released, max_rows: int | None = 100) -> str:

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.api import advice, display
+from dpsql.plan.model import Plan
 
 if TYPE_CHECKING:
-    from dpsql.plan.model import Plan
     from dpsql.plan.local import LocalPlan
     from dpsql.plan.public import PublicPlan
 
@@ -28,12 +28,13 @@ class Result:
         >>> res.show(); res.pl(); res.write_parquet("counts.parquet")  # doctest: +SKIP
     """
 
-    def __init__(self, table: pa.Table, plan: Plan | PublicPlan | LocalPlan, replayed: bool = False):
+    def __init__(self, table: pa.Table, plan: Plan | PublicPlan | LocalPlan, replayed: bool = False,
+                 warnings: list[str] | None = None):
         self._table = table
         self.plan = plan
         self.replayed = replayed   # an identical query's earlier answer, returned at no cost
         self._cursor = 0           # fetchone/fetchmany read on from here
-        self._warnings: list[str] | None = None
+        self._warnings = warnings  # a remote result's: the server's, made from its Plan (client/remote.py)
 
     # --- shape ------------------------------------------------------------------------------------
 
@@ -60,8 +61,7 @@ class Result:
         """What to know before trusting the numbers: noise larger than the answers, groups withheld by
         partition selection (post-processing of the plan and the release: free, and about no one)."""
         if self._warnings is None:
-            self._warnings = [] if not hasattr(self.plan, "outputs") else \
-                advice.result_warnings(self.plan, self._table)
+            self._warnings = advice.result_warnings(self.plan, self._table) if isinstance(self.plan, Plan) else []
         return list(self._warnings)
 
     # --- rows -------------------------------------------------------------------------------------
@@ -141,9 +141,10 @@ class Result:
         """Write the rows as Parquet (DuckDB's writer and options: ``compression``, ...)."""
         self._in_duckdb().write_parquet(str(file_name), **options)
 
-    def show(self, max_rows: int | None = 40) -> None:
-        """Print the table (the first and last rows past ``max_rows``; None prints every row)."""
-        print(display.box_table(self._shown(), max_rows))
+    def show(self, max_rows: int | None = 40, max_width: int | None = None) -> None:
+        """Print the table (the first and last rows past ``max_rows``; None prints every row), its middle
+        columns left out past ``max_width`` characters, as DuckDB's ``show`` does."""
+        print(display.box_table(self._shown(), max_rows, max_width))
 
     def __str__(self) -> str:
         return display.box_table(self._shown())

@@ -15,6 +15,7 @@ import click
 
 from dpsql.accounting.ledger import Ledger, default_ledger_path
 from dpsql.cli.render import render_table
+from dpsql.cli.reporting import SetupFile
 from dpsql.errors import EXIT_CODES, DpsqlError
 from dpsql.policy.loading import load_policy
 
@@ -40,7 +41,7 @@ def ledger_options(func):
         click.option("--db", "db_path", default=None, metavar="FILE.duckdb",
                      help="Use the default ledger of this database, FILE.duckdb.dpsql-ledger.sqlite."),
         click.option("--policy", "policy_path", default=None, metavar="policy.yaml",
-                     type=click.Path(exists=True, dir_okay=False),
+                     type=SetupFile("policy"),
                      help="The policy, to make a new ledger (an existing ledger keeps its own; a "
                           "changed policy is recorded in it)."),
     ]

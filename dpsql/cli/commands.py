@@ -3,7 +3,8 @@
 Every command calls the library and turns its errors into clean messages; nothing here makes a
 privacy decision. Exit codes (``DpsqlError.exit_code``, mapped in ``dpsql/errors.py``): 0 answered,
 2 refused by dpsql (the query is not allowed, or over budget), 3 a set-up error (policy, database,
-ledger: DP5xx, DP403-DP406), 1 any other failure, including command-line usage errors; a DpsqlError
+ledger: DP5xx, DP403-DP406; a --db or --policy file that does not exist; the analyst's missing token, DP410),
+1 any other failure, including command-line usage errors; a DpsqlError
 is rendered with ``err.format()`` on stderr and nothing on stdout.
 
 Example:
@@ -34,10 +35,11 @@ from dpsql.cli import policy_cmd
 from dpsql.cli.randomize import randomize
 from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
 from dpsql.cli import config
-from dpsql.cli.output import FORMATS, output_format, render, write
+from dpsql.cli.output import (FORMATS, check_destination, output_format, render, terminal_width, write,
+                              write_after_charge)
 from dpsql.cli.progress import spinner
-from dpsql.cli.render import render_budget
-from dpsql.cli.reporting import EXIT_FAILED, reporting_errors
+from dpsql.cli.render import plan_output, render_budget
+from dpsql.cli.reporting import EXIT_FAILED, MEMORY_DB, SetupFile, reporting_errors
 from dpsql.api.advice import plan_warnings
 from dpsql.mechanisms.base import OPTIONS as MECHANISM_OPTIONS
 from dpsql.plan.model import Plan
@@ -49,11 +51,28 @@ EXPLAIN_LEDGER_WAIT = 1.0   # seconds explain waits for a locked ledger before s
 
 
 class _Command(click.Command):
-    """A click command whose usage errors exit 1, not click's 2 (2 means "refused by dpsql")."""
+    """A click command whose usage errors exit 1, not click's 2 (2 means "refused by dpsql"), and whose
+    SQL argument may open with a comment: ``"-- monthly report\\nSELECT ..."`` is not an option."""
 
     def make_context(self, *args, **kwargs):
         with _usage_errors_exit_1():
             return super().make_context(*args, **kwargs)
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, _sql_last(args) if any(p.name == "sql" for p in self.params) else args)
+
+
+def _sql_last(args: list[str]) -> list[str]:
+    """An argument that starts with ``-`` and holds white space is SQL (no option's name does): after
+    ``--``, where click reads it as the positional argument whatever it starts with.
+
+    >>> _sql_last(["--db", "a.duckdb", "-- report\\nSELECT 1", "--epsilon", "1"])
+    ['--db', 'a.duckdb', '--epsilon', '1', '--', '-- report\\nSELECT 1']
+    """
+    if "--" in args:
+        return args
+    sql = [a for a in args if a.startswith("-") and any(c.isspace() for c in a)]
+    return [a for a in args if a not in sql] + (["--", *sql] if sql else [])
 
 
 class _Group(click.Group):
@@ -88,13 +107,11 @@ def connection_options(func):
         click.argument("sql", required=False),
         click.option("-f", "--file", "sql_file", type=click.File("r"), default=None, metavar="FILE",
                      help="Read the SQL from FILE (- for stdin) instead of the SQL argument."),
-        click.option("--db", "db_path", default=None, metavar="FILE.duckdb",
-                     type=click.Path(exists=True, dir_okay=False),
+        click.option("--db", "db_path", default=None, metavar="FILE.duckdb", type=SetupFile("database"),
                      help="DuckDB database file, opened read-only, or a Parquet/CSV file as a one-table "
-                          "database (default: $DPSQL_DB, or db in a "
-                          "dpsql.toml here)."),
-        click.option("--policy", "policy_path", default=None, metavar="policy.yaml",
-                     type=click.Path(exists=True, dir_okay=False),
+                          "database (default: $DPSQL_DB, or db in a dpsql.toml here; none, or :memory:, "
+                          "when every table of the policy has a source:)."),
+        click.option("--policy", "policy_path", default=None, metavar="policy.yaml", type=SetupFile("policy"),
                      help="Privacy policy (YAML) written by the data owner (default: $DPSQL_POLICY, "
                           "or policy in a dpsql.toml beside the database or here)."),
         server_option,
@@ -117,20 +134,39 @@ def connection_options(func):
 
 
 def _read_sql(sql: str | None, sql_file) -> str:
-    """The SQL argument (``-`` reads stdin), or the text of ``-f FILE``; exactly one of them."""
-    if (sql is None) == (sql_file is None):
+    """The SQL argument (``-`` reads stdin), or the text of ``-f FILE``, or, with neither, stdin when it
+    is not a terminal (``cat q.sql | dpsql query``); never empty."""
+    if sql is not None and sql_file is not None:
         raise click.UsageError("give the SQL as an argument (- for stdin) or with -f FILE, not both")
+    if sql is None and sql_file is None and sys.stdin.isatty():
+        raise click.UsageError("no SQL: give it as an argument, pipe it in (- for stdin), or pass -f FILE")
     if sql_file is not None:
-        return sql_file.read()
-    return sys.stdin.read() if sql == "-" else sql
+        text = sql_file.read()
+    else:
+        text = sys.stdin.read() if sql in (None, "-") else sql
+    if not text.strip():
+        where = "the argument" if sql not in (None, "-") else "the file" if sql_file is not None else "stdin"
+        raise click.UsageError(f"no SQL: {where} is empty; give it as an argument, pipe it in (- for stdin), "
+                               "or pass -f FILE")
+    return text
 
 
 def _setup(kwargs) -> dict:
-    """--db, --policy and --ledger, from the options, the environment or a dpsql.toml."""
+    """--db, --policy and --ledger, from the options, the environment or a dpsql.toml. No database
+    (or ``:memory:``) when every table of the policy names its ``source:``: dpsql reads them itself."""
     values = config.resolve(kwargs["db_path"], kwargs["policy_path"], kwargs.get("ledger"))
-    config.required(values, "db", "policy")
-    found = {"db_path": values["db"], "policy_path": values["policy"]}
+    if values["policy"] is None or values["db"] is not None or not _sources_only(str(values["policy"])):
+        config.required(values, "db", "policy")
+    db = None if values["db"] == MEMORY_DB else values["db"]
+    found = {"db_path": db, "policy_path": values["policy"]}
     return {**found, "ledger": values["ledger"]} if "ledger" in kwargs else found
+
+
+def _sources_only(policy_path: str) -> bool:
+    """Whether every table of the policy is read from its ``source:`` (then no --db is needed)."""
+    with reporting_errors(show_details=True):
+        tables = load_policy(policy_path).tables.values()
+    return bool(tables) and all(t.data_source is not None for t in tables)
 
 
 def _connect(db_path: str, policy_path: str, **kwargs):
@@ -142,12 +178,14 @@ def _connect(db_path: str, policy_path: str, **kwargs):
 # --- commands ------------------------------------------------------------------------------------
 
 @click.group(cls=_Group)
+@click.version_option(dpsql.__version__, "--version", prog_name="dpsql", message="%(prog)s %(version)s")
 def main():
     """Differentially private SQL over DuckDB.
 
     Analysts send SQL; dpsql answers with calibrated noise and charges the privacy budget set by
     the data owner's policy. Exit codes: 0 answered, 2 refused by dpsql, 3 set-up error (policy,
-    database, ledger), 1 other failure.
+    database, ledger), 1 other failure. Shell completion (bash, zsh, fish):
+    eval "$(_DPSQL_COMPLETE=bash_source dpsql)" in ~/.bashrc (zsh_source, fish_source).
 
     \b
     Example:
@@ -209,6 +247,7 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
     """
     text = sql
     fmt = output_format(fmt, output_path)   # a usage error before anything is spent
+    check_destination(output_path)
     chosen = _mechanism(mechanism)
     with spinner("running the query"):
         db = _connect(db_path, policy_path, ledger=ledger) if server is None else \
@@ -228,7 +267,8 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
         click.echo(f"warning: {warning}", err=True)
     # Render fully before writing: a refusal leaves stdout, and -o's file, as they were.
     with reporting_errors(show_details=True):
-        write(render(res, fmt), output_path)
+        data = render(res, fmt, terminal_width(output_path))
+    write_after_charge(data, output_path)
 
 
 @main.command()
@@ -239,9 +279,14 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
                    "that cannot be read (another policy's, locked, corrupt) does not stop the plan.")
 @click.option("-o", "--output", "output_path", default=None, metavar="FILE",
               type=click.Path(dir_okay=False, writable=True), help="Write the plan to FILE instead of stdout.")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True,
+              help="json: one object (epsilon, delta, text, outputs with their expected error, budget_before), "
+                   "as dpsql serve's PLAN.")
+@click.option("--sql", "show_sql", is_flag=True, default=False,
+              help="Show the full rewritten SQL that DuckDB runs (long; left out by default).")
 @mechanism_option
-def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_path, mechanism):
-    """Print the plan for SQL (noise, sensitivity, rewritten SQL); spends no budget.
+def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_path, fmt, show_sql, mechanism):
+    """Print the plan for SQL (noise, sensitivity; the rewritten SQL with --sql); spends no budget.
 
     SQL is the query text, - to read it from stdin, or -f FILE; --db and --policy default as for
     query. Shows the budget remaining in the ledger before this query (in the accountant's terms and
@@ -252,11 +297,13 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
     Example:
         dpsql explain "SELECT sex, SUM(income) AS total FROM people GROUP BY sex" \\
             --db people.duckdb --policy policy.yaml --epsilon 0.5
-        dpsql explain -f report.sql -o report.plan.txt
+        dpsql explain -f report.sql -o report.plan.txt --sql
+        dpsql explain "SELECT COUNT(*) AS n FROM people" --format json
     """
 
     text = sql
     chosen = _mechanism(mechanism)
+    check_destination(output_path)
     # Planned over an in-memory ledger: the real one (maybe another policy's, or corrupt) cannot stop
     # the plan; it is read afterwards, only for the remaining budget (the server's explain has its own).
     with spinner("planning the query"):   # reading files into memory at connect may take a while
@@ -265,17 +312,19 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
         with reporting_errors(show_details=server is not None):   # a remote error holds no data
             plan = db.explain(text, epsilon=epsilon, delta=delta, **chosen)
         if isinstance(plan, Plan):
-            path = ledger if ledger is not None else default_ledger_path(db_path)
+            path = ledger if ledger is not None or db_path is None else default_ledger_path(db_path)
             plan = dataclasses.replace(plan, budget_note=_ledger_note(path, policy_path, plan))
     for warning in plan_warnings(plan) if isinstance(plan, Plan) else ():
         click.echo(f"warning: {warning}", err=True)
-    write(f"{plan}\n".encode(), output_path)
+    write(plan_output(plan, fmt, show_sql).encode(), output_path)
 
 
-def _ledger_note(path: str, policy_path: str, plan: Plan) -> BudgetNote:
+def _ledger_note(path: str | None, policy_path: str, plan: Plan) -> BudgetNote:
     """The ledger's remaining budget for ``plan``, read as ``dpsql budget`` reads it (``record=False``:
     a changed policy is only checked; a missing file is not created: nothing spent yet). One that
     cannot be read says so instead; a lock is waited for a second at most."""
+    if path is None:   # no database file to find a ledger beside, and no --ledger
+        return BudgetNote.unreadable(LedgerError("DP403", "no ledger given: pass --ledger FILE"))
     try:
         book = Ledger(path, load_policy(policy_path), record=False, timeout=EXPLAIN_LEDGER_WAIT)
     except LedgerError as err:
@@ -288,13 +337,14 @@ def _ledger_note(path: str, policy_path: str, plan: Plan) -> BudgetNote:
 
 @main.command()
 @server_option
-@click.option("--policy", "policy_path", default=None, metavar="policy.yaml",
-              type=click.Path(exists=True, dir_okay=False),
+@click.option("--policy", "policy_path", default=None, metavar="policy.yaml", type=SetupFile("policy"),
               help="Optional: the ledger keeps its policy; with --policy, a policy that changes a privacy "
                    "unit is refused, and a ledger not yet created shows this policy's total.")
-@click.option("--ledger", "ledger", default=None, metavar="FILE", help="The budget ledger file.")
-@click.option("--db", "db_path", default=None, metavar="FILE.duckdb", type=click.Path(exists=True, dir_okay=False),
-              help="Read the default ledger of this database, FILE.duckdb.dpsql-ledger.sqlite.")
+@click.option("--ledger", "ledger", default=None, metavar="FILE",
+              help="The budget ledger file (default: $DPSQL_LEDGER, or ledger in a dpsql.toml).")
+@click.option("--db", "db_path", default=None, metavar="FILE.duckdb", type=SetupFile("database"),
+              help="Read the default ledger of this database, FILE.duckdb.dpsql-ledger.sqlite (default: $DPSQL_DB, "
+                   "or db in a dpsql.toml).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="Output format; json is one object: ledger, total, spent, remaining, history.")
 def budget(server, policy_path, ledger, db_path, fmt):
@@ -315,8 +365,12 @@ def budget(server, policy_path, ledger, db_path, fmt):
         click.echo(json.dumps({"server": db.url, **state.as_dict()}, indent=2, allow_nan=False) if fmt == "json"
                    else render_budget(state), nl=fmt == "json")
         return
-    if ledger is None and db_path is None:
-        raise click.UsageError("pass --ledger FILE, or --db FILE.duckdb for its default ledger")
+    # Found as query finds them: the options, then $DPSQL_LEDGER / $DPSQL_DB, then a dpsql.toml.
+    found = config.resolve(db_path, policy_path, ledger)
+    ledger, db_path, policy_path = found["ledger"], found["db"], found["policy"]
+    if ledger is None and db_path in (None, MEMORY_DB):
+        raise click.UsageError("pass --ledger FILE (or set DPSQL_LEDGER, or ledger in a dpsql.toml), or --db "
+                               "FILE.duckdb for its default ledger")
     path = ledger if ledger is not None else default_ledger_path(db_path)
     with analysts_cli.reporting():   # exit 3 for a set-up error: the ledger or the policy
         # The ledger keeps its policy: --policy only checks it (and gives the total before a first charge).

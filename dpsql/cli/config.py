@@ -19,9 +19,12 @@ from typing import Mapping
 
 import click
 
+from dpsql.cli.reporting import require_file
+
 CONFIG_FILE = "dpsql.toml"
 KEYS = ("db", "policy", "ledger")
 ENV = {"db": "DPSQL_DB", "policy": "DPSQL_POLICY", "ledger": "DPSQL_LEDGER"}
+KINDS = {"db": "database", "policy": "policy"}
 
 
 def resolve(db: str | None, policy: str | None, ledger: str | None, *, cwd: str | Path | None = None,
@@ -67,13 +70,13 @@ def read_config(path: Path) -> dict[str, str]:
 
 
 def required(values: Mapping[str, str | None], *keys: str) -> None:
-    """A usage error naming every way to give a missing setting."""
+    """A usage error naming every way to give a missing setting; a set-up error (exit 3) for a file
+    named that does not exist."""
     for key in keys:
         if values.get(key) is None:
             raise click.UsageError(f"no {key}: pass --{key} FILE, set {ENV[key]}, or write {key} = \"FILE\" "
                                    f"in a {CONFIG_FILE} here or beside the database")
-        if not os.path.exists(str(values[key])):
-            raise click.UsageError(f"{key} {values[key]!r} does not exist")
+        require_file(KINDS[key], str(values[key]))
 
 
 def _toml_module():

@@ -9,6 +9,7 @@ import click
 
 from dpsql.accounting.ledger import Ledger
 from dpsql.cli.analysts import show, with_ledger
+from dpsql.cli.reporting import SetupFile
 from dpsql.policy.loading import load_policy
 
 
@@ -48,7 +49,7 @@ def history(ledger_path, db_path, fmt):
 @click.option("--db", "db_path", default=None, metavar="FILE.duckdb",
               help="Use the default ledger of this database, FILE.duckdb.dpsql-ledger.sqlite.")
 @click.option("--policy", "policy_path", required=True, metavar="policy.yaml",
-              type=click.Path(exists=True, dir_okay=False), help="The new policy.")
+              type=SetupFile("policy"), help="The new policy.")
 @click.option("--yes", is_flag=True, default=False, help="Record it without asking.")
 def rebind(ledger_path, db_path, policy_path, yes):
     """Put a policy in force that changes a privacy unit or a link: what was spent so far counts

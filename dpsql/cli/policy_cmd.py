@@ -11,7 +11,7 @@ import click
 import duckdb
 
 from dpsql.policy import smartnoise
-from dpsql.cli.reporting import reporting_errors
+from dpsql.cli.reporting import SetupFile, reporting_errors
 from dpsql.errors import PolicyError
 
 
@@ -26,10 +26,10 @@ def policy():
 
 
 @policy.command("import")
-@click.argument("metadata", type=click.Path(exists=True, dir_okay=False), metavar="smartnoise.yaml")
+@click.argument("metadata", type=SetupFile("metadata"), metavar="smartnoise.yaml")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), metavar="policy.yaml",
               help="Write the policy here (default: print it).")
-@click.option("--db", "db_path", default=None, type=click.Path(exists=True, dir_okay=False), metavar="FILE.duckdb",
+@click.option("--db", "db_path", default=None, type=SetupFile("database"), metavar="FILE.duckdb",
               help="Read the keys of tables with censor_dims: false from this database (their distinct values).")
 @click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=smartnoise.DEFAULTS["epsilon"],
               show_default=True, help="The policy's total epsilon (SmartNoise's metadata has no budget).")

@@ -10,7 +10,7 @@ import yaml
 
 import dpsql
 from dpsql.api.randomize import policy_columns
-from dpsql.cli.reporting import reporting_errors
+from dpsql.cli.reporting import SetupFile, reporting_errors
 
 
 def _domains(specs: tuple[str, ...]) -> dict[str, list[str]]:
@@ -29,7 +29,7 @@ def _domains(specs: tuple[str, ...]) -> dict[str, list[str]]:
 
 
 @click.command()
-@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.argument("source", type=SetupFile("source"))
 @click.option("-c", "--column", "columns", multiple=True, required=True, metavar="NAME",
               help="A column to randomize (repeat for several); the others are copied unchanged.")
 @click.option("--epsilon", type=float, required=True,
@@ -42,7 +42,7 @@ def _domains(specs: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--table", default=None, help="The table of a DuckDB database SOURCE, and the policy's table "
                                             "(default: the file's name).")
 @click.option("--output-table", default=None, help="The new table's name in a DuckDB OUTPUT (default: --table).")
-@click.option("--policy", "policy_path", default=None, type=click.Path(exists=True, dir_okay=False),
+@click.option("--policy", "policy_path", default=None, type=SetupFile("policy"),
               metavar="policy.yaml", help="The policy whose keys are the domains not given by --domain.")
 def randomize(source, columns, epsilon, domain_specs, output, table, output_table, policy_path):
     """Apply randomized response to columns of SOURCE and write the result (the local model).

@@ -3,6 +3,7 @@ and the budget. (Cells are read as in ``dpsql.api.display``, which the Python Re
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from typing import Any, Sequence
@@ -62,6 +63,33 @@ def _accounted(state) -> str:
             f"the smaller of its bound and the sum{terms}")
 
 
+REWRITTEN = "rewritten SQL:"   # the line of an explain text after which the rewritten SQL is printed
+
+
+def plan_output(plan, fmt: str, show_sql: bool) -> str:
+    """``dpsql explain``'s output: the explain text, or its JSON (dpsql serve's PLAN); the rewritten SQL only
+    when asked for (it is long, and the plan above it says what it does).
+
+    >>> from dpsql.client.remote import RemotePlan
+    >>> print(plan_output(RemotePlan(1.0, 0.0, "dpsql plan for: q\\nrewritten SQL:\\n  SELECT 1"), "text", False), end="")
+    dpsql plan for: q
+    rewritten SQL: 1 line(s), shown with --sql
+    """
+    text = str(plan)
+    head, found, tail = text.partition("\n" + REWRITTEN + "\n")
+    if found and not show_sql:
+        text = f"{head}\n{REWRITTEN} {len(tail.splitlines())} line(s), shown with --sql"
+    if fmt == "text":
+        return text + "\n"
+    from dpsql.client.remote import RemotePlan
+    from dpsql.server.encode import plan_doc
+    doc = dataclasses.asdict(plan) if isinstance(plan, RemotePlan) else plan_doc(plan)
+    doc["text"] = text
+    if not show_sql:
+        doc.pop("rewritten_sql", None)
+    return json.dumps(doc, indent=2, allow_nan=False, default=str) + "\n"
+
+
 def _unique_keys(columns: Sequence[str]) -> list[str]:
     """Output names as JSON keys; a repeated name gets a ``_2``, ``_3`` suffix instead of
     silently overwriting the earlier column's value."""
@@ -82,14 +110,23 @@ def render_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return json.dumps(data, indent=2, allow_nan=False) + "\n"
 
 
-def render_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def render_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], delimiter: str = ",") -> str:
     """RFC 4180 CSV with a header row; NULL is an empty field."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator="\n", delimiter=delimiter)
     writer.writerow(columns)
     for row in rows:
         writer.writerow(["" if v is None else _csv_cell(v) for v in row])
     return buffer.getvalue()
+
+
+def render_tsv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Tab-separated values with a header row (CSV's quoting where a field holds a tab or a newline).
+
+    >>> render_tsv(["sex", "n"], [("F", 10), ("M", None)]).splitlines()
+    ['sex\\tn', 'F\\t10', 'M\\t']
+    """
+    return render_csv(columns, rows, delimiter="\t")
 
 
 def _csv_cell(value: Any) -> Any:

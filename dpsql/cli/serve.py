@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 import dpsql
+from dpsql.cli.reporting import MEMORY_DB, SetupFile
 from dpsql.errors import DpsqlError
 
 server_option = click.option(
@@ -44,13 +45,14 @@ def _loopback(host: str) -> bool:
 
 
 @click.command()
-@click.option("--db", "db_path", required=True, metavar="FILE.duckdb", type=click.Path(exists=True, dir_okay=False),
-              help="DuckDB database file; opened read-only by the server.")
-@click.option("--policy", "policy_path", required=True, metavar="policy.yaml",
-              type=click.Path(exists=True, dir_okay=False), help="Privacy policy (YAML).")
+@click.option("--db", "db_path", default=None, metavar="FILE.duckdb", type=SetupFile("database"),
+              help="DuckDB database file (or Parquet/CSV), opened read-only by the server; none (or :memory:) when "
+                   "every table of the policy has a source:.")
+@click.option("--policy", "policy_path", required=True, metavar="policy.yaml", type=SetupFile("policy"),
+              help="Privacy policy (YAML).")
 @click.option("--ledger", default=None, metavar="FILE",
-              help="Budget ledger (default: FILE.duckdb.dpsql-ledger.sqlite beside --db); analysts and their "
-                   "tokens live in it (dpsql analyst add).")
+              help="Budget ledger (default: FILE.duckdb.dpsql-ledger.sqlite beside --db; needed without --db); "
+                   "analysts and their tokens live in it (dpsql analyst add).")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; anything but loopback exposes the API to the network (use TLS in front).")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
@@ -90,7 +92,8 @@ def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, work
                    err=True)
     limits = Limits(max_body=max_body, workers=workers, deadline=deadline, per_analyst=per_analyst,
                     free_per_minute=free_per_minute)
-    click.echo(f"dpsql: serving {db_path} on http://{host}:{port} (console at /, API at /v1/)", err=True)
+    db_path = None if db_path == MEMORY_DB else db_path
+    click.echo(f"dpsql: serving {db_path or 'the sources of ' + policy_path} on http://{host}:{port} (console at /, API at /v1/)", err=True)
     try:
         run_server(db_path, policy_path, ledger, host=host, port=port, limits=limits,
                    cors_origins=tuple(cors_origins), log_level=log_level)

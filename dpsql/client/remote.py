@@ -47,11 +47,15 @@ class RemotePlan:
     outputs: tuple[dict, ...] = ()        # name, kind, expected_error, confidence
     public_only: bool = False
     rewritten_sql: str | None = field(default=None, compare=False)
+    confidence: float | None = None       # the level of the answer's intervals, if asked for
+    noisy: tuple[str, ...] | None = None  # the columns display marks noisy (None: not said, a stored answer)
 
     @classmethod
     def from_doc(cls, doc: dict) -> "RemotePlan":
+        noisy = doc.get("noisy")
         return cls(float(doc["epsilon"]), float(doc["delta"]), doc.get("text") or "",
-                   tuple(doc.get("outputs") or ()), bool(doc.get("public_only")), doc.get("rewritten_sql"))
+                   tuple(doc.get("outputs") or ()), bool(doc.get("public_only")), doc.get("rewritten_sql"),
+                   doc.get("ci"), None if noisy is None else tuple(noisy))
 
     def __str__(self) -> str:
         return self.text
@@ -70,7 +74,7 @@ def find_token(token: str | None = None) -> str:
         lines = []
     if not lines:
         raise errors.AuthError(
-            "DP407", "no analyst token: pass token=, set DPSQL_TOKEN, or write it to " + str(path),
+            "DP410", "no analyst token: pass token=, set DPSQL_TOKEN, or write it to " + str(path),
             hint="the data owner makes one with: dpsql analyst add NAME --epsilon E")
     return lines[0]
 
@@ -137,7 +141,9 @@ class Remote:
         table = pa.ipc.open_stream(data).read_all()
         meta = table.schema.metadata or {}
         plan = RemotePlan.from_doc(json.loads(meta[b"dpsql.plan"]))
-        return Result(table.replace_schema_metadata(None), plan, replayed=json.loads(meta[b"dpsql.replayed"]))
+        # The server's warnings, made from its Plan: a RemotePlan has none of the Plan's parts to make them.
+        return Result(table.replace_schema_metadata(None), plan, replayed=json.loads(meta[b"dpsql.replayed"]),
+                      warnings=list(json.loads(meta.get(b"dpsql.warnings", b"[]"))))
 
     def _call(self, method: str, path: str, body: dict | None = None, *, sql: str | None = None,
               arrow: bool = False) -> bytes:

@@ -19,12 +19,15 @@ Parquet above, 4.7 s for the CSV).
 from __future__ import annotations
 
 import contextlib
+import decimal
 import os
 import secrets
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import duckdb
+import numpy as np
+import pyarrow as pa
 
 from dpsql.errors import PolicyError
 from dpsql.policy.model import Policy
@@ -178,22 +181,54 @@ def read_object(con: duckdb.DuckDBPyConnection, table: str, value: Any) -> None:
     what = f"the {type(value).__module__.split('.')[0]}.{type(value).__name__} given for it"
     mixed = _mixed_object_columns(value)
     if mixed:
-        raise unreadable(table, what, f"column {mixed[0]!r} holds Python objects of mixed types",
-                         hint=f"convert it to one type (df[{mixed[0]!r}].astype(str)) or drop it")
+        column, kinds = mixed[0]
+        numbers = all(_is_number(v) for v in value[column].dropna())
+        raise unreadable(table, what, f"column {column!r} holds Python objects of mixed types ({kinds})",
+                         hint=f"convert it to one type, df[{column!r}] = " + (
+                             f"pd.to_numeric(df[{column!r}]) or .astype(float)" if numbers else
+                             f"df[{column!r}].astype(str)") + ", or drop it; nothing was spent")
     try:
         _copy(con, table, value)
-    except (duckdb.Error, TypeError, ValueError) as e:
+    except (duckdb.Error, TypeError, ValueError, NotImplementedError, pa.ArrowException) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise unreadable(table, what, first, hint="pass a pandas or polars DataFrame, an Arrow table, or a "
-                                                  "Parquet/CSV path, with columns of plain types") from None
+        column = _unreadable_column(con, value)
+        hint = (f"convert column {column!r} to a plain type (numbers, text, dates: df[{column!r}].astype(float) "
+                "or .astype(str)) or drop it; nothing was spent") if column else \
+            "pass a pandas or polars DataFrame, an Arrow table, or a Parquet/CSV path, with columns of plain types"
+        raise unreadable(table, what, f"column {column!r}: {first}" if column else first, hint=hint) from None
 
 
-def _mixed_object_columns(value: Any) -> list[str]:
+def _unreadable_column(con: duckdb.DuckDBPyConnection, value: Any) -> str | None:
+    """The first column DuckDB cannot read alone, to name it (a pandas DataFrame's; None otherwise)."""
+    if not type(value).__module__.startswith("pandas") or not hasattr(value, "columns"):
+        return None
+    for column in value.columns:
+        view = f"__dpsql_column_{secrets.token_hex(6)}"
+        try:
+            con.register(view, value[[column]])
+            con.execute(f"SELECT * FROM {quoted(view)} LIMIT 0").fetchall()
+        except Exception:  # noqa: BLE001 - any failure names the column; the caller raises DP505
+            return str(column)
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                con.unregister(view)
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, decimal.Decimal, np.number)) and not isinstance(value, bool)
+
+
+def _mixed_object_columns(value: Any) -> list[tuple[str, str]]:
+    """A pandas DataFrame's columns of Python objects of mixed types, with what pandas infers them to be.
+    Only NumPy object columns: an Arrow-backed column (``pd.ArrowDtype``, ``dtype_backend="pyarrow"``)
+    has one Arrow type, and pandas cannot infer some (``string_view``: NotImplementedError)."""
     if not type(value).__module__.startswith("pandas") or not hasattr(value, "dtypes"):
         return []
     from pandas.api.types import infer_dtype
-    return [str(c) for c, dtype in value.dtypes.items()
-            if getattr(dtype, "kind", "") == "O" and infer_dtype(value[c], skipna=True) not in PANDAS_OBJECTS]
+    found = [(str(c), infer_dtype(value[c], skipna=True)) for c, dtype in value.dtypes.items()
+             if isinstance(dtype, np.dtype) and dtype.kind == "O"]
+    return [(c, kinds) for c, kinds in found if kinds not in PANDAS_OBJECTS]
 
 
 def file_stats(files) -> dict[str, tuple[int, int, int, int] | None]:

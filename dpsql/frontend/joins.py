@@ -30,6 +30,7 @@ from dpsql.errors import PrivacyViolation, UnsupportedConstruct
 from dpsql.sql.compare import compare
 from dpsql.frontend.lookups import lookups
 from dpsql.sql.positions import span
+from dpsql.sql.schemas import qualified_table_hint
 from dpsql.sql.build import col
 from dpsql.policy.model import Policy, TablePolicy
 from dpsql.frontend import semijoins
@@ -121,7 +122,8 @@ def _instances(select: exp.Select, sql: str, policy: Policy) -> dict[str, Instan
             raise _refuse("DP204", "a join must name a table of the policy (subqueries in joins are not "
                                    "supported yet)", node, sql)
         if node.args.get("db") or node.args.get("catalog"):
-            raise _refuse("DP201", f"qualified table names are not allowed: {node.sql()}", node, sql, rule="one_private_table")
+            raise _refuse("DP201", f"qualified table names are not allowed: {node.sql()}", node, sql,
+                          rule="one_private_table", hint=qualified_table_hint(node))
         name = node.name.lower()
         if name not in policy.tables:
             message, hint = unknown_table(node.name, policy)

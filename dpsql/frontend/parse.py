@@ -14,10 +14,9 @@ from sqlglot.errors import ParseError, TokenError
 from dpsql.frontend.dialect import Dpsql
 from dpsql.errors import SqlSyntaxError, UnsupportedConstruct
 from dpsql.sql.positions import offset_of, span
+from dpsql.sql.schemas import ENGINE_SCHEMAS
 
 DIALECT = Dpsql
-# DuckDB's own schemas and catalogs: a table qualified by one of them is not a SmartNoise-style name.
-ENGINE_SCHEMAS = {"main", "temp", "system", "memory", "information_schema", "pg_catalog"}
 
 
 def parse(sql: str) -> exp.Expression:

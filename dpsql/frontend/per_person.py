@@ -19,7 +19,7 @@ from dpsql.errors import PrivacyViolation, UnsupportedConstruct
 from dpsql.frontend.flatten import inline_ctes
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
-from dpsql.sql.positions import span
+from dpsql.sql.positions import clause_name, span
 from dpsql.sql.totality import family, is_total
 from dpsql.sql.types import NUMBER, type_family
 from dpsql.frontend.validate import validate
@@ -73,7 +73,7 @@ def _check_shape(inner: exp.Select, table: TablePolicy, sql: str) -> None:
                                "one row per person", inner.args["group"], sql, cls=PrivacyViolation)
     for key in ("having", "limit", "offset", "order", "distinct", "qualify"):
         if inner.args.get(key):
-            raise _refuse("DP204", f"a per-person subquery may not use {key.upper()} yet", inner.args[key], sql)
+            raise _refuse("DP204", f"a per-person subquery may not use {clause_name(key)} yet", inner.args[key], sql)
     for item in inner.expressions:
         node = item.unalias()
         if isinstance(node, exp.Column) and node.name.lower() == table.privacy_unit:

@@ -33,6 +33,7 @@ from sqlglot import exp
 
 from dpsql.errors import UnsupportedConstruct
 from dpsql.sql.positions import span
+from dpsql.sql.schemas import qualified_table_hint
 from dpsql.frontend.rules.structure import SCALAR_NODES, cast_allowed
 from dpsql.frontend.scope import AGGREGATES, name_of
 from dpsql.sql.totality import COMPARISONS
@@ -165,7 +166,8 @@ def check_public(statement: exp.Expression, sql: str, policy: Policy) -> tuple[s
         if not isinstance(table.this, exp.Identifier):
             raise _refuse("DP201", "FROM must name public tables of the policy (or CTEs), not a function", table, sql)
         if table.args.get("db") or table.args.get("catalog"):
-            raise _refuse("DP201", f"qualified table names are not allowed: {table.sql()}", table, sql)
+            raise _refuse("DP201", f"qualified table names are not allowed: {table.sql()}", table, sql,
+                          hint=qualified_table_hint(table))
     query = statement.copy()
     renamed: dict[int, str] = {}
     for cte in query.find_all(exp.CTE):

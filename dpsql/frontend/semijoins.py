@@ -22,7 +22,7 @@ import dataclasses
 from sqlglot import exp
 
 from dpsql.errors import PrivacyViolation, UnsupportedConstruct
-from dpsql.sql.positions import closed_end, span
+from dpsql.sql.positions import clause_name, closed_end, span
 from dpsql.sql.compare import compare, normal
 from dpsql.frontend.relation import Instance, conjuncts, resolve
 from dpsql.frontend.validate import validate
@@ -118,7 +118,7 @@ def _one_table(query: exp.Expression, sql: str, policy: Policy) -> tuple[TablePo
         if query.args.get(key):
             value = query.args[key]
             raise _refuse("DP204", f"an EXISTS/IN subquery may only filter one table's rows, not use "
-                                   f"{key.upper().rstrip('_')}", value[0] if isinstance(value, list) else value, sql)
+                                   f"{clause_name(key)}", value[0] if isinstance(value, list) else value, sql)
     for node in query.walk():
         if node is not query and isinstance(node, (exp.Select, exp.AggFunc, exp.Window)):
             raise _refuse("DP204", "an EXISTS/IN subquery may not aggregate or nest another subquery", node, sql)

@@ -13,7 +13,7 @@ planning's time: benchmarks/planning.py measures it.
 >>> check_shape(parse(sql), sql, WorkLimits(max_outputs=3))
 Traceback (most recent call last):
 ...
-dpsql.errors.UnsupportedConstruct: [DP314] the query has more than 3 outputs (SELECT items, GROUP BY items, ORDER BY terms and HAVING aggregates)
+dpsql.errors.UnsupportedConstruct: error[DP314]: the query has more than 3 outputs (SELECT items, GROUP BY items, ORDER BY terms and HAVING aggregates)...
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from sqlglot import exp
 from dpsql.frontend.local import LocalQuery
 from dpsql.mechanisms.randomized_response import RandomizedResponse, estimate
 from dpsql.plan.build import check_release_options
-from dpsql.plan.text import CONFIDENCE, fmt
+from dpsql.plan.text import CONFIDENCE, fmt, heading
 from dpsql.policy.model import Policy
 from dpsql.sql.build import alias, col, num, select
 from dpsql.sql.literals import key_literal
@@ -61,7 +61,7 @@ class LocalPlan:
     def __str__(self) -> str:
         rr, q = self.mechanism, self.query
         count = q.names[1]
-        lines = [f"dpsql plan for: {' '.join(self.sql.split())}", self.summary,
+        lines = [heading(self.sql), self.summary,
                  f"budget: epsilon 0, delta 0 of the central budget (each row's {q.column} is its respondent's "
                  f"randomized report, epsilon {fmt(self.respondent_epsilon)}-DP already; the rows of {q.table} are "
                  "public: local_model)",

@@ -21,6 +21,7 @@ from dpsql.frontend.arg_max import Lookup
 from dpsql.plan.explain import key_description, measurement_lines, output_line
 from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
 from dpsql.plan.top_k import TopK
+from dpsql.plan.text import heading
 from dpsql.policy.model import TablePolicy
 
 
@@ -173,7 +174,7 @@ def _explain(plan: Plan) -> str:
     lines from plan/explain.py), the composition, and the rewritten SQL."""
     t = plan.table
     unit = "each row is a person" if t.row_level else f"privacy unit {t.privacy_unit}"
-    lines = [f"dpsql plan for: {' '.join(plan.sql.split())}",
+    lines = [heading(plan.sql),
              f"table {t.name}: {unit}; L = {plan.max_groups} partition(s) per unit, "
              f"C = {plan.max_rows} row(s) per unit per partition"]
     if t.about:

@@ -18,6 +18,7 @@ import sqlglot
 from sqlglot import exp
 
 from dpsql.frontend.public import check_public
+from dpsql.plan.text import heading
 from dpsql.policy.model import Policy
 
 
@@ -37,7 +38,7 @@ class PublicPlan:
         return f"public tables only ({', '.join(self.tables)}): answered exactly, epsilon 0"
 
     def __str__(self) -> str:
-        lines = [f"dpsql plan for: {' '.join(self.sql.split())}",
+        lines = [heading(self.sql),
                  self.summary,
                  "budget: epsilon 0, delta 0 (no person's data is read: no noise, no contribution bounds)",
                  "ORDER BY and LIMIT as written; without ORDER BY, rows in DuckDB's order",

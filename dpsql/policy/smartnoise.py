@@ -47,6 +47,7 @@ import yaml
 
 from dpsql.errors import PolicyError
 from dpsql.policy.loading import load_policy
+from dpsql.sql.schemas import ENGINE_SCHEMAS
 
 TABLE_OPTIONS = {"rows", "rows_exact", "row_privacy", "max_ids", "sample_max_ids", "clamp_counts", "clamp_columns",
                  "use_dpsu", "censor_dims"}
@@ -87,8 +88,9 @@ def load_metadata(path: str | Path) -> Mapping:
     return raw
 
 
-def _tables(metadata: Mapping) -> list[tuple[str, str, Mapping]]:
-    """(path, table name, spec) of every table: one collection (beside an optional ``engine``)."""
+def _tables(metadata: Mapping, notes: list[str]) -> list[tuple[str, str, Mapping]]:
+    """(path, table name, spec) of every table: one collection (beside an optional ``engine``). A schema
+    that is one of DuckDB's own (``main``) gets a note: queries name its tables bare (sql/schemas.py)."""
     collections = [k for k in metadata if k != "engine"]
     if len(collections) != 1:
         raise _fail("(root)", f"expected one collection (beside `engine`), found {len(collections)}")
@@ -100,6 +102,10 @@ def _tables(metadata: Mapping) -> list[tuple[str, str, Mapping]]:
     for schema, tables in schemas.items():
         if not isinstance(tables, Mapping):
             raise _fail(f"{collection}.{schema}", "must map table names to tables")
+        if str(schema).lower() in ENGINE_SCHEMAS:
+            notes.append(f"{collection}.{schema}: {schema} is one of DuckDB's own schemas, which dpsql does not "
+                         f"accept in a query: write FROM {next(iter(tables), 'table')}, not FROM {schema}."
+                         f"{next(iter(tables), 'table')}")
         for table, spec in tables.items():
             path = ".".join(str(p) for p in (collection, schema, table) if p != "")
             if not isinstance(spec, Mapping):
@@ -207,7 +213,7 @@ def convert(metadata: Mapping, *, keys_from: KeysFrom | None = None, epsilon: fl
     """
     notes: list[str] = []
     tables: dict = {}
-    for path, name, spec in _tables(metadata):
+    for path, name, spec in _tables(metadata, notes):
         if name in tables:
             raise _fail(path, f"a second table named {name!r}: dpsql names tables without their schema")
         table = _table(path, name, spec, keys_from, notes)

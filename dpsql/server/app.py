@@ -134,12 +134,12 @@ async def _body(server: _Server, request: Request, fields: dict) -> dict:
     return check_fields(doc, fields)
 
 
-def _answer(request: Request, table, plan: dict, budget: dict, replayed: bool) -> Response:
+def _answer(request: Request, table, plan: dict, budget: dict, replayed: bool, warnings: list[str]) -> Response:
     """JSON, or an Arrow IPC stream when the client asks for it."""
     if encode.ARROW_STREAM in request.headers.get("accept", ""):
-        data, headers = encode.arrow_answer(table, plan, budget, replayed)
+        data, headers = encode.arrow_answer(table, plan, budget, replayed, warnings)
         return Response(data, 200, {"Cache-Control": "no-store", **headers}, media_type=encode.ARROW_STREAM)
-    return _json(encode.answer_doc(table, plan, budget, replayed))
+    return _json(encode.answer_doc(table, plan, budget, replayed, warnings))
 
 
 @endpoint
@@ -154,7 +154,7 @@ async def query(server: _Server, request: Request) -> Response:
         if isinstance(result.plan, Plan) and not result.replayed:
             server.free.refund(analyst.name)   # charged to the budget: not free work
         # Encoded in a worker too: a public-only answer of a million rows takes seconds of Python.
-        return await server.work(_answer, request, result.arrow(), plan, budget, result.replayed)
+        return await server.work(_answer, request, result.arrow(), plan, budget, result.replayed, result.warnings)
 
 
 @endpoint
@@ -191,7 +191,7 @@ async def history_item(server: _Server, request: Request) -> Response:
             plan = {"epsilon": charge.epsilon, "delta": charge.delta, "text": charge.plan, "public_only": False,
                     "outputs": [{"name": n, "kind": None, "expected_error": None, "confidence": None}
                                 for n in table.column_names]}
-            return _answer(request, table, plan, encode.budget_doc(state, analyst.name), True)
+            return _answer(request, table, plan, encode.budget_doc(state, analyst.name), True, [])
         return await server.work(find)
 
 

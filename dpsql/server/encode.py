@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dpsql.api.display import to_json_value
+from dpsql.api.display import noisy_columns, to_json_value
 from dpsql.errors import DpsqlError
 from dpsql.plan.aggregates import released_directly
 from dpsql.plan.model import Plan
@@ -41,7 +41,8 @@ def plan_doc(plan) -> dict:
     (api/budget_note.py), or that it could not be read (a code and a reason, no path)."""
     doc = {"epsilon": float(plan.epsilon), "delta": float(plan.delta), "text": str(plan),
            "public_only": isinstance(plan, PublicPlan), "outputs": [],
-           "rewritten_sql": plan.rewritten_sql}
+           "rewritten_sql": plan.rewritten_sql, "ci": getattr(plan, "confidence", None),
+           "noisy": sorted(noisy_columns(plan))}   # what a client's display marks ~ (api/display.py)
     if getattr(plan, "budget_note", None) is not None:
         doc["budget_before"] = plan.budget_note.as_dict()
     if isinstance(plan, Plan):
@@ -67,17 +68,21 @@ def history_doc(budget) -> dict:
                         for c in budget.history]}
 
 
-def answer_doc(table: pa.Table, plan: dict, budget: dict, replayed: bool) -> dict:
-    """A query answer as JSON: column names, Arrow type names, rows as lists."""
+def answer_doc(table: pa.Table, plan: dict, budget: dict, replayed: bool, warnings: list[str]) -> dict:
+    """A query answer as JSON: column names, Arrow type names, rows as lists; the Result's warnings
+    (api/advice.py: from the plan and the released rows, free)."""
     columns = [c.to_pylist() for c in table.columns]
     rows = [[to_json_value(v) for v in row] for row in zip(*columns)] if columns else []
     return {"columns": list(table.column_names), "types": [str(t) for t in table.schema.types],
-            "rows": rows, "replayed": replayed, "plan": plan, "budget": budget}
+            "rows": rows, "replayed": replayed, "plan": plan, "budget": budget, "warnings": warnings}
 
 
-def arrow_answer(table: pa.Table, plan: dict, budget: dict, replayed: bool) -> tuple[bytes, dict[str, str]]:
-    """An answer as an Arrow IPC stream; plan and budget in the schema's metadata and in headers."""
-    meta = {"dpsql.plan": dumps(plan), "dpsql.budget": dumps(budget), "dpsql.replayed": dumps(replayed)}
+def arrow_answer(table: pa.Table, plan: dict, budget: dict, replayed: bool,
+                 warnings: list[str]) -> tuple[bytes, dict[str, str]]:
+    """An answer as an Arrow IPC stream; plan and budget in the schema's metadata and in headers, the
+    warnings in the metadata."""
+    meta = {"dpsql.plan": dumps(plan), "dpsql.budget": dumps(budget), "dpsql.replayed": dumps(replayed),
+            "dpsql.warnings": dumps(warnings)}
     table = table.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
@@ -127,9 +132,7 @@ def error_body(err: DpsqlError) -> tuple[int, dict]:
         return 500, {"error": doc}
     doc = {"code": code, "type": type(err).__name__, "message": err.message, "hint": err.hint, "rule": err.rule}
     if err.line is not None:
-        bare = DpsqlError(code, "", sql=err.sql, start=err.start, end=err.end)   # the caret lines only
-        doc.update(line=err.line, column=err.col, start=err.start, end=err.end,
-                   excerpt=bare.format().split("\n", 1)[1])
+        doc.update(line=err.line, column=err.col, start=err.start, end=err.end, excerpt="\n".join(err.excerpt()))
     if code == "DP402":
         requested, remaining = getattr(err, "requested", (0, 0)), getattr(err, "remaining", (0, 0))
         doc["requested"] = {"epsilon": float(requested[0]), "delta": float(requested[1])}

@@ -22,7 +22,7 @@ requests per analyst, a deadline per request.
 >>> check_fields({"sql": "SELECT 1", "rng": 7}, QUERY_FIELDS)
 Traceback (most recent call last):
 ...
-dpsql.errors.RequestError: [DP408] unknown field 'rng' in the request body
+dpsql.errors.RequestError: error[DP408]: unknown field 'rng' in the request body...
 """
 from __future__ import annotations
 
@@ -157,7 +157,7 @@ class FreeRate:
     >>> rate.take("a"); rate.take("a"); rate.take("a")
     Traceback (most recent call last):
     ...
-    dpsql.errors.RequestError: [DP424] too many free requests (explain, public tables, refusals, reads): 60 a minute, bursts of 2
+    dpsql.errors.RequestError: error[DP424]: too many free requests (explain, public tables, refusals, reads): 60 a minute, bursts of 2...
     >>> rate.refund("a"); rate.take("a")
     """
 

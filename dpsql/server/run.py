@@ -25,7 +25,7 @@ def config(db, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, limits: Li
                           proxy_headers=False, timeout_keep_alive=5, limit_concurrency=4 * limits.max_in_flight)
 
 
-def serve(db_path: str, policy: str, ledger: str | None = None, *, host: str = DEFAULT_HOST,
+def serve(db_path: str | None, policy: str, ledger: str | None = None, *, host: str = DEFAULT_HOST,
           port: int = DEFAULT_PORT, limits: Limits | None = None, cors_origins: tuple[str, ...] = (),
           log_level: str = "info") -> None:
     """Open the database (read-only), the policy and the ledger, and serve until interrupted."""

@@ -205,10 +205,13 @@ def compare(op: type[exp.Expression], left: exp.Expression, left_type: str | Non
     if found is None:
         start, end = span(node, sql) if node is not None else (None, None)
         what = (node if node is not None else op(this=left, expression=right)).sql(dialect="duckdb")
+        unknown = [e.sql(dialect="duckdb") for e, t in ((left, left_type), (right, right_type)) if t is None]
+        hint = (f"the type of {' and '.join(unknown)} is not known: the policy must declare the column (and the "
+                "database hold it) for dpsql to compare it" if unknown else
+                "compare columns of one kind: numbers with numbers, text with text, dates and timestamps "
+                "with each other (a TIMESTAMP WITH TIME ZONE only with its own type)")
         raise UnsupportedConstruct(
             "DP306", f"{what} compares {left_type or 'an unknown type'} with {right_type or 'an unknown type'}: "
                      "no comparison of these types is sure to succeed on every row", sql=sql, start=start, end=end,
-            hint="compare columns of one kind: numbers with numbers, text with text, dates and timestamps "
-                 "with each other (a TIMESTAMP WITH TIME ZONE only with its own type)",
-            rule="predicates_type_safe")
+            hint=hint, rule="predicates_type_safe")
     return op(this=found.left.apply(left), expression=found.right.apply(right))

@@ -60,3 +60,17 @@ def closed_end(sql: str, start: int, end: int, node: exp.Expression) -> int:
         if depth < 0:
             break
     return end
+
+
+# A Select's argument keys as the SQL writes the clause (refusals name the clause: "not use GROUP BY").
+CLAUSES = {"group": "GROUP BY", "order": "ORDER BY", "with_": "WITH", "joins": "JOIN", "having": "HAVING",
+           "limit": "LIMIT", "offset": "OFFSET", "distinct": "DISTINCT", "qualify": "QUALIFY"}
+
+
+def clause_name(key: str) -> str:
+    """The clause a Select's argument key stands for.
+
+    >>> clause_name("group"), clause_name("with_")
+    ('GROUP BY', 'WITH')
+    """
+    return CLAUSES.get(key, key.upper().rstrip("_"))

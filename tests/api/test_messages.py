@@ -2,6 +2,7 @@
 hint on every DP402, warnings when the noise swamps the answer or partition selection withheld
 groups, and the kind of each error (refused, set-up, failed) that the CLI's exit code follows."""
 import dataclasses
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -83,6 +84,32 @@ def test_every_code_has_one_kind(code, kind):
 
 
 # --- warnings ----------------------------------------------------------------------------------------
+
+def test_every_code_of_the_table_has_a_hint_and_sites_keep_their_own():
+    """Issue 25 item 9: a code whose site says nothing still says the fix or the reason (dpsql/hints.py)."""
+    from dpsql.hints import HINTS
+    from tests.support.paths import GRAMMAR
+    table = set(re.findall(r"^\| (DP\d{3}) \|", (GRAMMAR / "README.md").read_text(), re.M))
+    assert len(table) > 50 and table == set(HINTS)
+    assert DpsqlError("DP203", "x").hint == HINTS["DP203"] and DpsqlError("DP203", "x", hint="mine").hint == "mine"
+
+
+@pytest.mark.parametrize("sql, said", [
+    ("SELECT COUNT(*) FROM people WHERE EXISTS (SELECT 1 FROM visits v WHERE v.person_id = people.person_id "
+     "GROUP BY v.clinic)", "not use GROUP BY"),
+    ("SELECT COUNT(*) FROM people WHERE EXISTS (SELECT 1 FROM visits v WHERE v.person_id = people.person_id "
+     "ORDER BY v.cost)", "not use ORDER BY")])
+def test_a_refused_clause_is_named_whole(db, sql, said):
+    err = refusal(db, sql)
+    assert err.code == "DP204" and err.message.endswith(said), err.message
+
+
+def test_a_comparison_with_an_unknown_type_says_the_type_is_unknown():
+    from dpsql.sql.compare import compare
+    with pytest.raises(DpsqlError) as info:
+        compare(exp.EQ, exp.column("a"), "BIGINT", exp.column("b"), None)
+    assert info.value.code == "DP306" and "the type of b is not known" in info.value.hint
+
 
 def test_a_tiny_epsilon_warns_that_the_answer_is_noise(db):
     res = db.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon=1e-12)

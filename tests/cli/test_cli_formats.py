@@ -54,7 +54,8 @@ def test_every_text_format_holds_the_same_answer(runner, files):
     assert markdown[:2] == ["| sex | n |", "| :-- | --: |"]
     assert markdown[2:] == [f"| {sex} | {n} |" for sex, n in expected]
     text = answered(runner, "query", SQL, *files).stdout.splitlines()
-    assert text[0].split() == ["sex", "n"] and text[-1] == "(2 rows)"
+    assert text[1].split() == ["│", "sex", "│", "n", "│"] and "2 rows" in text
+    assert [(line.split()[1], int(line.split()[3])) for line in text[4:6]] == expected
 
 
 def test_parquet_needs_an_output_file_and_is_refused_before_anything_is_spent(runner, files, tmp_path):
@@ -83,6 +84,33 @@ def test_a_refusal_leaves_the_output_file_as_it_was(runner, files, tmp_path):
     result = run(runner, "query", "SELECT ssn FROM people", *files, "-o", str(out))
     assert result.exit_code == 2 and out.read_text() == "earlier answer\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".answer")] == []
+
+
+@pytest.mark.parametrize("command", ["query", "explain"])
+def test_an_output_that_cannot_be_written_is_refused_before_anything_is_spent(runner, files, tmp_path, command):
+    """Issue 25 item 7: -o into a missing folder charged the budget, then failed with a traceback naming a
+    temporary file."""
+    ledger = tmp_path / "budget.sqlite"
+    result = run(runner, command, SQL, *files, "--ledger", str(ledger), "-o", str(tmp_path / "nowhere" / "a.csv"))
+    assert result.exit_code == 1 and "nothing was spent" in result.stderr and "nowhere" in result.stderr
+    assert "Traceback" not in result.stderr and ".a.csv." not in result.stderr
+    assert not ledger.exists()
+
+
+def test_an_answer_that_cannot_be_written_after_its_charge_says_a_rerun_is_free(runner, files, tmp_path,
+                                                                                  monkeypatch):
+    from dpsql.cli import output
+
+    def full_disk(data, path):
+        raise OSError(28, "No space left on device")
+    ledger, out = tmp_path / "budget.sqlite", tmp_path / "a.csv"
+    with monkeypatch.context() as patched:
+        patched.setattr(output, "write", full_disk)
+        result = run(runner, "query", SQL, *files, "--ledger", str(ledger), "-o", str(out))
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert "No space left on device" in result.stderr and "run again returns it at no cost" in result.stderr
+    again = answered(runner, "query", SQL, *files, "--ledger", str(ledger), "-o", str(out))
+    assert "no budget spent" in again.stderr and out.read_text().startswith("sex,n")
 
 
 def test_explain_writes_its_plan_to_a_file(runner, files, tmp_path):
@@ -238,3 +266,71 @@ def test_every_command_has_an_example_in_its_help(runner):
         result = run(runner, *path, "--help")
         assert result.exit_code == 0 and "Example" in result.stdout, f"dpsql {' '.join(path)} --help"
         assert "dpsql " in result.stdout.split("Example", 1)[1], f"dpsql {' '.join(path)} --help"
+
+
+# --- issue 25, item 10: the command line's niggles --------------------------------------------------------
+
+def test_version(runner):
+    import dpsql
+    result = answered(runner, "--version")
+    assert result.stdout == f"dpsql {dpsql.__version__}\n"
+
+
+def test_a_tsv_output_is_tab_separated(runner, files, tmp_path):
+    rows = json.loads(answered(runner, "query", SQL, *files, "--format", "json").stdout)
+    out = tmp_path / "answer.tsv"
+    answered(runner, "query", SQL, *files, "-o", str(out))
+    lines = out.read_text().splitlines()
+    assert lines[0] == "sex\tn" and lines[1:] == [f"{r['sex']}\t{r['n']}" for r in rows]
+    assert answered(runner, "query", SQL, *files, "--format", "tsv").stdout.splitlines() == lines
+
+
+def test_shell_completion_as_the_readme_documents_it(runner):
+    readme = (ROOT / "README.md").read_text()
+    assert 'eval "$(_DPSQL_COMPLETE=bash_source dpsql)"' in readme
+    script = runner.invoke(cli.main, [], prog_name="dpsql", env={"_DPSQL_COMPLETE": "bash_source"})
+    assert script.exit_code == 0 and "_dpsql_completion" in script.stdout
+    words = runner.invoke(cli.main, [], prog_name="dpsql",
+                          env={"_DPSQL_COMPLETE": "bash_complete", "COMP_WORDS": "dpsql que", "COMP_CWORD": "1"})
+    assert "plain,query" in words.stdout
+
+
+def test_explain_leaves_the_rewritten_sql_out_unless_asked(runner, files):
+    short = answered(runner, "explain", SQL, *files).stdout
+    assert "measurements:" in short and "rewritten SQL: " in short and "line(s), shown with --sql" in short
+    assert '"__rows"' not in short
+    full = answered(runner, "explain", SQL, *files, "--sql").stdout
+    assert full.startswith(short.rsplit("rewritten SQL:", 1)[0]) and '"__rows"' in full
+
+
+def test_explain_as_json(runner, files):
+    doc = json.loads(answered(runner, "explain", SQL, *files, "--epsilon", "0.5", "--format", "json").stdout)
+    assert doc["epsilon"] == 0.5 and [o["name"] for o in doc["outputs"]] == ["sex", "n"]
+    assert doc["outputs"][1]["expected_error"] > 0 and doc["budget_before"]["readable"] is True
+    assert doc["text"].startswith("dpsql plan for: ") and "rewritten_sql" not in doc
+    assert "__rows" in json.loads(answered(runner, "explain", SQL, *files, "--format", "json", "--sql").stdout)[
+        "rewritten_sql"]
+
+
+def test_the_plan_does_not_echo_the_sqls_comment_header(runner, files, tmp_path):
+    script = tmp_path / "report.sql"
+    script.write_text("-- monthly report: people by sex\n/* owner: alice */\n" + SQL + "\n")
+    plan = answered(runner, "explain", "-f", str(script), *files).stdout
+    assert plan.splitlines()[0] == f"dpsql plan for: {SQL}"
+
+
+def test_the_table_fits_the_terminal_with_the_noisy_marks_and_footer(runner, files):
+    wide = "SELECT sex, COUNT(*) AS n, AVG(income) AS income, AVG(age) AS age, SUM(income) AS total FROM people " \
+           "GROUP BY sex"
+    full = answered(runner, "query", wide, *files, "--ci", "0.95").stdout.splitlines()
+    assert max(map(len, full)) > 100 and "~ noisy: differentially private (epsilon 1, delta 0)" in full
+    assert "[low, high]: 95% confidence intervals" in full
+    narrow = answered(runner, "query", wide, *files, "--ci", "0.95", env={"COLUMNS": "80"}).stdout.splitlines()
+    assert max(map(len, narrow)) <= 80 and narrow[1].split()[:4] == ["│", "sex", "│", "n"]
+    assert "│ … │" in narrow[1] and narrow[-1].endswith("columns left out to fit 80 characters")
+    assert "~ noisy: differentially private (epsilon 1, delta 0); replayed at no cost" in narrow
+
+
+def test_sql_that_opens_with_a_comment_is_not_taken_for_an_option(runner, files):
+    plan = answered(runner, "explain", "-- monthly report\n" + SQL, *files, "--epsilon", "0.5").stdout
+    assert plan.splitlines()[0] == f"dpsql plan for: {SQL}" and "budget: epsilon 0.5" in plan

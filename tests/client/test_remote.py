@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401 - pa.parquet
 import pytest
 from click.testing import CliRunner
 
@@ -149,7 +150,7 @@ def test_cli_query_and_explain_with_server(served):
     rows = json.loads(out.stdout)
     assert [r["sex"] for r in rows] == ["F", "M"] and set(rows[0]) == {"sex", "n"}
     table = run("query", "-", "--server", url, "--epsilon", "0.125", token=token, stdin=COUNT)
-    assert table.exit_code == 0 and "(2 rows)" in table.stdout
+    assert table.exit_code == 0 and "2 rows\n~ noisy: differentially private (epsilon 0.125" in table.stdout
     plan = run("explain", COUNT, "--server", url, "--epsilon", "0.125", token=token)
     assert plan.exit_code == 0 and plan.stdout.startswith("dpsql plan for:")
 
@@ -169,7 +170,7 @@ def test_cli_server_refusals_exit_2_with_the_caret(served):
     assert "error[DP203]" in out.stderr and "       ^^^" in out.stderr
     assert run("query", COUNT, "--server", url, token="dpsql_wrong").exit_code == 2
     missing = run("query", COUNT, "--server", url)
-    assert missing.exit_code == 2 and "DP407" in missing.stderr
+    assert missing.exit_code == 3 and "DP410" in missing.stderr   # the analyst's set-up: no token
 
 
 def test_cli_server_mode_takes_none_of_the_owners_options(served, tmp_path):
@@ -215,3 +216,54 @@ def test_the_mechanism_reaches_the_server(served):
         with pytest.raises(dpsql.DpsqlError) as refused:
             remote.sql(COUNT, epsilon=0.5, **kwargs)
         assert refused.value.code == "DP401"
+
+
+def test_every_result_verb_works_on_a_remote_result(served, capsys, tmp_path):
+    """A remote Result prints, shows and renders HTML as the in-process one does (issue 25 item 4: they
+    raised AttributeError on the RemotePlan's dict outputs): the noisy marker, the epsilon footer, the
+    interval line and the server's warnings; every reading verb gives the same rows."""
+    db, token, url = served
+    sql = "SELECT sex, COUNT(*) AS n, AVG(income) AS mean FROM people GROUP BY sex"
+    res = dpsql.remote(url, token).sql(sql, epsilon=0.5, ci=0.9, fresh=True)
+    local = db.sql(sql, epsilon=0.5, ci=0.9, fresh=True)
+    text = str(res)
+    assert text == repr(res) and "~ bigint" in text and "~ double" in text and "│ varchar │" in text
+    assert "~ noisy: differentially private (epsilon 0.5, delta 0)" in text
+    assert "[low, high]: 90% confidence intervals" in text
+    assert text.splitlines()[:4] == str(local).splitlines()[:4]   # the same names, types and marks
+    res.show()
+    assert "~ noisy" in capsys.readouterr().out
+    assert "~ bigint" in res._repr_html_()
+    assert isinstance(res.warnings, list)
+    assert res.fetchall() == list(res) and len(res.df()) == len(res) == 2 and res.shape == (2, 7)
+    assert res.types == local.types and res.arrow().num_rows == 2 and set(res.fetchnumpy()) == set(res.columns)
+    first = res.fetchone()
+    assert [first] + res.fetchall() == list(res)   # the cursor: one row, then the rest
+    assert len(res.fetchmany(5)) == 2 and res.fetchmany(1) == []
+    res.write_parquet(str(tmp_path / "r.parquet"))
+    res.write_csv(str(tmp_path / "r.csv"))
+    assert pa.parquet.read_table(tmp_path / "r.parquet").num_rows == 2
+    assert (tmp_path / "r.csv").read_text().splitlines()[0].startswith("sex,n")
+    assert pa.table(res).num_rows == 2 and res.pl().height == 2   # __arrow_c_stream__ and polars
+    res.show(max_width=45)
+    shown = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in shown if line[0] in "┌│├└") <= 45 and "│ … │" in shown[1]
+    tiny = dpsql.remote(url, token).sql("SELECT COUNT(*) AS n FROM people WHERE age > 200", epsilon=0.01,
+                                        fresh=True)
+    assert tiny.warnings and "cannot be told from 0" in tiny.warnings[0]
+    assert "warning: " in str(tiny)
+
+
+def test_a_public_only_remote_result_says_it_is_exact(served):
+    _, token, url = served
+    res = dpsql.remote(url, token).sql("SELECT clinic, region FROM clinics ORDER BY clinic")
+    assert "exact: public tables only, no budget spent" in str(res) and "~" not in str(res)
+    assert res.warnings == []
+
+
+def test_cli_explain_as_json_with_server(served):
+    _, token, url = served
+    out = run("explain", COUNT, "--server", url, "--epsilon", "0.125", "--format", "json", token=token)
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["epsilon"] == 0.125 and doc["outputs"][1]["name"] == "n" and "rewritten_sql" not in doc

@@ -42,5 +42,7 @@ def test_rejected(db, path):
     assert db.budget.spent_epsilon == before, "a refused query spends nothing"
     assert err.format().startswith(f"error[{err.code}]")
     assert err.rule and f"rule: {err.rule}" in err.format(), "every refusal names its rule"
+    assert err.hint.strip() and f"hint: {err.hint}" in err.format(), "every refusal says what to do (issue 25)"
+    assert str(err) == err.format(), "a notebook's traceback shows str(e): the caret and the hint with it"
     if caret:
         assert sql[err.start:err.end + 1] == caret.group(1), err.format()

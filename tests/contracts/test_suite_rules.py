@@ -30,6 +30,8 @@ ALLOWED_PRIVATE = {
     ("api/test_result.py", "_repr_html_"):
         "IPython's display protocol: Jupyter calls _repr_html_ by that name, and the test renders a Result "
         "the way Jupyter does",
+    ("client/test_remote.py", "_repr_html_"):
+        "IPython's display protocol, as for api/test_result.py: a remote Result renders as Jupyter calls it",
     ("mechanisms/test_sampler_words.py", "_uniform"):
         "the Mironov rule reads the source of SystemRandomSource's word step to check it is integer-only; "
         "the test reads its text, never calls it",

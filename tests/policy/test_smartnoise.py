@@ -61,6 +61,23 @@ def test_the_private_id_is_the_unit_and_max_ids_bounds_each_person():
     assert load_policy(policy).tables["t"].max_rows_per_unit == 3
 
 
+def test_a_table_under_duckdbs_schema_main_is_queried_bare_and_says_so():
+    """Issue 25 item 11: imported under schema main, FROM main.people was refused (DP201) with no hint.
+    It stays refused (main. could name another relation than the policy's: a TEMP table of the same name
+    comes first; sql/schemas.py), now with a note at import and a hint that names the fix."""
+    metadata = {"db": {"main": {"people": {"row_privacy": True, "age": {"type": "int", "lower": 0, "upper": 100}}}}}
+    policy, notes = convert(metadata)
+    assert any("write FROM people, not FROM main.people" in n for n in notes)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE people AS SELECT range % 90 AS age FROM range(50)")
+    db = dpsql.connect(con, policy=policy, ledger=":memory:")
+    assert "dpsql plan for:" in str(db.explain("SELECT COUNT(*) AS n FROM people"))
+    for sql in ("SELECT COUNT(*) AS n FROM main.people", "SELECT COUNT(*) AS n FROM memory.main.people p"):
+        with pytest.raises(dpsql.DpsqlError) as refused:
+            db.explain(sql)
+        assert refused.value.code == "DP201" and refused.value.hint.startswith("write FROM people (without its ")
+
+
 def test_the_bundled_pums_metadata_converts():
     policy, _ = convert(load_metadata(BENCH / "PUMS_pid.yaml"))
     table = load_policy(policy).tables["pums"]

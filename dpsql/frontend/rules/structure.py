@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 from dpsql.sql.totality import COMPARISONS
+from dpsql.sql.schemas import qualified_table_hint
 from dpsql.errors import PrivacyViolation
 from dpsql.frontend.scope import AGGREGATES, FORMS, SUPPORTED, Scope, columns_in, name_of, output_aliases
 from dpsql.frontend.suggest import unknown_column, unknown_table
@@ -111,7 +112,8 @@ def one_private_table(select: exp.Select, scope: Scope) -> None:
     if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
         raise scope.refuse("DP201", "FROM must name a table of the policy", table)
     if table.args.get("db") or table.args.get("catalog"):
-        raise scope.refuse("DP201", f"qualified table names are not allowed: {table.sql()}", table)
+        raise scope.refuse("DP201", f"qualified table names are not allowed: {table.sql()}", table,
+                           hint=qualified_table_hint(table))
     if name_of(table) not in scope.policy.tables:
         message, hint = unknown_table(table.name, scope.policy)
         raise scope.refuse("DP201", message, table, hint=hint)
