@@ -5,11 +5,13 @@ is shown beside its value (``338 [329, 347]``) instead of as two more columns.
 """
 from __future__ import annotations
 
+
 import datetime
 import decimal
 import html
 import json
 import math
+import textwrap
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -196,7 +198,10 @@ def box_table(result: Released, max_rows: int | None = 40, max_width: int | None
     out += rows + [rule("└", "┴", "┘")]
     hidden = [f"{every - len(shown) + 1} of {every} columns left out to fit {max_width} characters"] \
         if len(shown) < every else []
-    return "\n".join(out + footer(result, count) + hidden)
+    notes = footer(result, count)
+    if max_width is not None:   # a terminal's width holds the notes too, wrapped at words
+        notes = [part for note in notes for part in textwrap.wrap(note, max_width, subsequent_indent="  ") or [""]]
+    return "\n".join(out + notes + hidden)
 
 
 def _fit(shown: list[Shown], widths: list[int], max_width: int, count: int) -> tuple[list[Shown], list[int]]:

@@ -18,6 +18,7 @@ import pytest
 from dpsql.cli import commands as cli
 from tests.support.cli import COUNT_BY_SEX as SQL
 from tests.support.paths import ROOT
+from dpsql.api.display import interval_note
 
 
 @pytest.fixture(autouse=True)
@@ -324,7 +325,7 @@ def test_the_table_fits_the_terminal_with_the_noisy_marks_and_footer(runner, fil
            "GROUP BY sex"
     full = answered(runner, "query", wide, *files, "--ci", "0.95").stdout.splitlines()
     assert max(map(len, full)) > 100 and "~ noisy: differentially private (epsilon 1, delta 0)" in full
-    assert "[low, high]: 95% confidence intervals" in full
+    assert "[low, high]: " + interval_note(0.95) in full, "the footer says what the intervals cover"
     narrow = answered(runner, "query", wide, *files, "--ci", "0.95", env={"COLUMNS": "80"}).stdout.splitlines()
     assert max(map(len, narrow)) <= 80 and narrow[1].split()[:4] == ["│", "sex", "│", "n"]
     assert "│ … │" in narrow[1] and narrow[-1].endswith("columns left out to fit 80 characters")
