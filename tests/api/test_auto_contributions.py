@@ -4,6 +4,7 @@ data version and replayed after; refused with DP330 only by explain, which spend
 then hold exactly as declared ones do."""
 import duckdb
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import dpsql
@@ -22,12 +23,14 @@ def _database(n=3000, seed=0, heavy=None):
     person = np.repeat(np.arange(n), visits)
     favourites = rng.choice(len(CLINICS), (n, 3))
     clinic = favourites[person, rng.integers(0, 2 + (np.arange(n) % 2)[person])]
-    rows = [(int(p), CLINICS[int(c)], 10.0) for p, c in zip(person, clinic)]
+    names = np.array(CLINICS)[clinic]
     if heavy is not None:
-        rows += [(n, CLINICS[i % len(CLINICS)], 10.0) for i in range(heavy)]
+        person = np.concatenate([person, np.full(heavy, n)])
+        names = np.concatenate([names, np.array(CLINICS)[np.arange(heavy) % len(CLINICS)]])
+    visits = pa.table({"pid": pa.array(person, pa.int64()), "clinic": pa.array(names, pa.string()),   # noqa: F841
+                       "cost": pa.array(np.full(len(person), 10.0))})
     con = duckdb.connect()
-    con.execute("CREATE TABLE visits (pid BIGINT, clinic VARCHAR, cost DOUBLE)")
-    con.executemany("INSERT INTO visits VALUES (?, ?, ?)", rows)
+    con.execute("CREATE TABLE visits AS SELECT * FROM visits")
     return con
 
 
