@@ -34,7 +34,8 @@ from typing import Callable, Mapping
 from sqlglot import exp
 
 from dpsql.frontend.parse import parse
-from dpsql.frontend.scope import Scope
+from dpsql.frontend.scope import Scope, grouped_by
+from dpsql.policy.model import Policy
 
 HIGHEST = 20   # bins up to 2**20 rows or groups per person; more fall in the last bin
 SPREAD = 16   # points a rows bin's people are spread over when estimating what the bounds drop
@@ -48,20 +49,16 @@ def _binned(column: str) -> str:
     return "CASE " + " ".join(branches) + " ELSE 0 END"
 
 
-def histogram_sql(sql: str, unit: str) -> str:
+def histogram_sql(sql: str, unit: str, policy: Policy) -> str:
     """The DP query the bounds are chosen from (module doc): people by rows and groups, for the query
     ``sql``, whose person is read as ``unit``."""
     select = parse(sql)
     assert isinstance(select, exp.Select)
     group = select.args.get("group")
-    outputs = {e.alias.lower(): e.unalias() for e in select.expressions if isinstance(e, exp.Alias)}
-    keys = []
-    for key in group.expressions if group is not None else ():
-        if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.this) <= len(select.expressions):
-            key = select.expressions[int(key.this) - 1].unalias()
-        elif isinstance(key, exp.Column) and not key.table and key.name.lower() in outputs:
-            key = outputs[key.name.lower()]
-        keys.append(key.copy())
+    # A GROUP BY item as validation reads it (frontend/scope.py grouped_by); a name any table of the
+    # policy holds is taken as that column, as DuckDB takes it over an output alias.
+    columns = {name for t in policy.tables.values() for name in t.columns}
+    keys = [(grouped_by(select, item, columns) or item).copy() for item in (group.expressions if group else ())]
     person = exp.column(unit, quoted=True)
     groups = exp.Count(this=exp.Distinct(expressions=keys)) if keys else exp.Count(this=exp.Star())
     inner = exp.select(person, exp.alias_(exp.Count(this=exp.Star()), "__n"), exp.alias_(groups, "__g"))

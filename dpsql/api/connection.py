@@ -189,7 +189,7 @@ class PrivateConnection:
         assert self.policy.auto_bounds is not None and need.unit is not None
         rules = self.policy.auto_bounds
         try:
-            text = auto_contributions.histogram_sql(sql, need.unit)
+            text = auto_contributions.histogram_sql(sql, need.unit, self.policy)
             counts, (strict, sd) = self._histogram(text, rules.epsilon, analyst, deadline)
         except DpsqlError as e:
             raise NeedsBounds("DP330", "the automatic contribution bounds cannot be chosen for this query: its "

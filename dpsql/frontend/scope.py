@@ -169,19 +169,12 @@ def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
     group = select.args.get("group")
     if group is None:
         return []
-    aliases = {e.alias.lower(): e.unalias() for e in select.expressions if isinstance(e, exp.Alias)}
     where = select.args["where"].this if select.args.get("where") is not None else None
     keys = []
     for item in group.expressions:
-        node = item
-        if isinstance(item, exp.Literal) and not item.is_string and item.this.isdigit():
-            index = int(item.this)
-            if not 1 <= index <= len(select.expressions):
-                raise scope.refuse("DP102", f"GROUP BY {index}: there is no output column {index}", item)
-            node = select.expressions[index - 1].unalias()
-        elif isinstance(item, exp.Column) and not item.table and name_of(item) not in scope.table.columns \
-                and name_of(item) in aliases:
-            node = aliases[name_of(item)]
+        node = grouped_by(select, item, scope.table.columns)
+        if node is None:
+            raise scope.refuse("DP102", f"GROUP BY {item.this}: there is no output column {item.this}", item)
         if isinstance(node, exp.Literal) or not list(columns_in(node)):
             raise scope.refuse("DP304", "GROUP BY takes columns, or expressions of columns, with public keys", item)
         cols = tuple(dict.fromkeys(scope.table.columns[name_of(c)] for c in columns_in(node)))
@@ -193,6 +186,19 @@ def group_keys(select: exp.Select, scope: Scope) -> list[KeySpec]:
         branches = literal_branches(expression) if private else None
         keys.append(KeySpec(node=item, expression=expression, columns=cols, derived=derived, branches=branches))
     return keys
+
+
+def grouped_by(select: exp.Select, item: exp.Expression, columns) -> exp.Expression | None:
+    """What a GROUP BY item groups by: an ordinal's SELECT expression (None: no such output), an
+    output alias's expression unless ``columns`` holds the name (a column wins, as in DuckDB), else
+    the item itself."""
+    if isinstance(item, exp.Literal) and not item.is_string and item.this.isdigit():
+        index = int(item.this)
+        return select.expressions[index - 1].unalias() if 1 <= index <= len(select.expressions) else None
+    if isinstance(item, exp.Column) and not item.table and name_of(item) not in columns:
+        aliases = {e.alias.lower(): e.unalias() for e in select.expressions if isinstance(e, exp.Alias)}
+        return aliases.get(name_of(item), item)
+    return item
 
 
 def _derived(expression: exp.Expression, column: ColumnPolicy, where: exp.Expression | None

@@ -136,6 +136,7 @@ def test_the_choice_fits_the_histogram():
 
 
 def test_the_histogram_reads_the_querys_own_tables_and_groups_not_its_filter():
-    sql = auto_contributions.histogram_sql("SELECT clinic AS c, COUNT(*) FROM visits WHERE cost > 1 GROUP BY c", "pid")
+    sql = auto_contributions.histogram_sql("SELECT clinic AS c, COUNT(*) FROM visits WHERE cost > 1 GROUP BY c", "pid",
+                                           load_policy(_policy()))
     assert "COUNT(DISTINCT clinic)" in sql and "cost" not in sql and 'GROUP BY "pid"' in sql
-    assert "groups_bin" not in auto_contributions.histogram_sql("SELECT COUNT(*) FROM visits", "pid")
+    assert "groups_bin" not in auto_contributions.histogram_sql("SELECT COUNT(*) FROM visits", "pid", load_policy(_policy()))
