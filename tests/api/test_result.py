@@ -10,7 +10,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpsql import Result
-from tests.support.paths import ROOT
 
 SQL = "SELECT sex, COUNT(*) AS n, AVG(income) AS inc FROM people GROUP BY sex"
 
@@ -125,51 +124,6 @@ def test_empty_result(db):
     res = db.sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex HAVING COUNT(*) < 0", epsilon=1)
     assert len(res) == 0 and res.fetchall() == [] and res.fetchone() is None
     assert "0 rows" in str(res) and res.df().empty
-
-
-# --- the README's "Results out" examples run ------------------------------------------------------------
-
-def _readme_section(title: str) -> str:
-    readme = (ROOT / "README.md").read_text()
-    return readme.split(f"## {title}\n")[1].split("\n## ")[0]
-
-
-@pytest.fixture
-def people_files(tmp_path, monkeypatch):
-    """people.duckdb and policy.yaml in the current directory, as the README's examples name them."""
-    import yaml
-
-    from tests.support.fixture import POLICY, make_database
-    con = make_database()
-    con.execute(f"ATTACH '{tmp_path / 'people.duckdb'}' AS f")
-    for table in ("people", "visits", "prescriptions", "clinics"):
-        con.execute(f"CREATE TABLE f.{table} AS SELECT * FROM {table}")
-    con.close()
-    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(POLICY))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def test_the_readmes_python_example_runs(people_files, capsys):
-    exec(_readme_section("Using it").split("```python\n")[1].split("```")[0], {})
-    assert "dpsql plan for: SELECT COUNT(*) FROM people WHERE age > 60" in capsys.readouterr().out
-
-
-def test_the_readmes_results_examples_run(people_files):
-    from dpsql.cli.config import read_config
-    tmp_path = people_files
-    section = _readme_section("Results out")
-    names: dict = {}
-    exec(section.split("```python\n")[1].split("```")[0], names)
-    res = names["res"]
-    assert [names["first"], *names["rest"]] == names["rows"] == res.fetchall()
-    assert (tmp_path / "by_sex.parquet").exists() and (tmp_path / "by_sex.csv").exists()
-    shown = section.split("```python\n")[1].split("```\n```\n")[1].split("```")[0].splitlines()
-    assert str(res).splitlines()[:4] == shown[:4]     # the same header as printed in the README
-    assert shown[-3:] == str(res).splitlines()[-3:]
-    (tmp_path / "dpsql.toml").write_text(section.split("```toml\n")[1].split("```")[0])
-    assert read_config(tmp_path / "dpsql.toml") == {k: str(tmp_path / v) for k, v in (
-        ("db", "people.duckdb"), ("policy", "policy.yaml"), ("ledger", "budget.sqlite"))}
 
 
 def test_types_are_duckdbs_names():

@@ -27,7 +27,7 @@ def test_every_module_has_a_docstring():
 def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
     readme = (ROOT / "README.md").read_text()
     setup = readme.split("## Set up on a fresh machine")[1].split("\n## ")[0]
-    commands = re.findall(r"```\n(.+?)\n```", setup)
+    commands = re.findall(r"```shell\n(.+?)\n```", setup)
     assert len(commands) == 2
     assert "dpsql demo" in commands[0] and "pytest" in commands[1]
     assert commands[1] in (ROOT / ".ci" / "run").read_text()

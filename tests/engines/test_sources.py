@@ -439,26 +439,6 @@ def test_cli_a_bad_file_is_a_set_up_error_in_a_real_process(tmp_path, csv):
     assert "DP505" in bad.stderr and "table 'people'" in bad.stderr
 
 
-# --- the README's "Data in" examples run --------------------------------------------------------------
-
-def test_the_readmes_data_in_examples_run(tmp_path, monkeypatch):
-    section = (ROOT / "README.md").read_text().split("## Data in\n")[1].split("\n## ")[0]
-    (tmp_path / "sources.yaml").write_text(section.split("```yaml\n")[1].split("```")[0])
-    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy()))
-    write(tmp_path / "people.parquet")
-    (tmp_path / "visits").mkdir()
-    write(tmp_path / "visits", "SELECT range % 200 AS person_id, 2023 + range % 2 AS year FROM range(200)",
-          "(FORMAT parquet, PARTITION_BY (year))")
-    con = duckdb.connect(str(tmp_path / "reference.duckdb"))
-    con.execute("CREATE TABLE clinics AS SELECT 1 AS clinic, 'north' AS region")
-    con.close()
-    monkeypatch.chdir(tmp_path)
-    exec(section.split("```python\n")[1].split("```")[0], {})
-    db = dpsql.connect(policy="sources.yaml", ledger=":memory:")
-    assert exact(db, "SELECT year, COUNT(*) AS n FROM visits GROUP BY year") == [(2023, 100), (2024, 100)]
-    assert exact(db, "SELECT region, COUNT(*) AS n FROM clinics GROUP BY region") == [("north", 1)]
-
-
 def test_no_progress_bar_on_stdout(parquet):
     """DuckDB prints its progress bar to stdout once a query passes 2 s: into the CLI's json or csv."""
     for data in (str(parquet), duckdb.connect()):
