@@ -19,9 +19,8 @@ from dpsql.mechanisms import discrete_laplace as noise
 from dpsql.mechanisms import randomness
 from dpsql.lower.quantile import ALPHA
 from dpsql.plan.sensitivity import TREE_BRANCHING, TREE_DEPTH
-from tests.support import sql_tree
 from tests.support.checks import examples, refusal, within_sensitivity
-from tests.support.exact import KEYS, ROW, VALUES, bounds, exact_sql, noiseless, plan_for
+from tests.support.exact import KEYS, ROW, VALUES, bounds, exact_sql, noiseless, plan_for, stage_names
 from tests.support.stats import chi_squared_p
 
 LEVELS = " UNION ALL ".join(f"SELECT {d} AS d, * FROM __m0_h{d}" for d in range(1, TREE_DEPTH + 1))
@@ -121,7 +120,7 @@ def test_leaf_counts_are_the_evenly_spaced_ranks_of_each_unit(rows, L, C, sql):
     pair = ", ".join(["__unit", *keys])
     cells = con.sql(exact_sql(plan, f"SELECT {pair}, v_m0 FROM __rows")).fetchall()
     kept = None
-    if "__bounded" in sql_tree.stages(plan):
+    if "__bounded" in stage_names(plan):
         kept = set(con.sql(exact_sql(plan, f"SELECT {pair} FROM __bounded")).fetchall())
     by_pair: dict = {}
     for *unit_and_keys, leaf in cells:
