@@ -2,12 +2,19 @@
 connection over it. Helpers that tests import live in tests/support/, never here: conftest.py is
 pytest's, and no test imports it."""
 import copy
+import os
 
 import numpy as np
 import pytest
 
 import dpsql
 from tests.support.fixture import POLICY, make_database
+
+# pytest-xdist's workers (pytest -n 2) export COLUMNS=80 and LINES=24; the CLI takes $COLUMNS for a
+# terminal's width, so its tests run without them, as in one process.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 
 @pytest.fixture
