@@ -33,12 +33,12 @@ def exact_sql(plan, final: str = "SELECT * FROM __noisy") -> str:
     return _exact_sql(plan.rewritten_sql, len(plan.group_keys), final)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _exact_sql(rewritten_sql: str, keys: int, final: str) -> str:
     return _with_final(_coupled(rewritten_sql, keys), final)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=8)   # an example's plan on D and D': a few parsed trees, not a run's worth
 def _coupled(rewritten_sql: str, keys: int) -> exp.Select:
     """Parsing the rewritten SQL took most of a property example's time (a quantile tree's: 0.2 s), and an
     example asks for one plan's SQL on D and on D' and for its stages: parsed once per text."""
@@ -54,7 +54,7 @@ def _coupled(rewritten_sql: str, keys: int) -> exp.Select:
     return tree.transform(coupled)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _udfs(rewritten_sql: str, keys: int) -> frozenset:
     return frozenset(sql_tree.qualified_calls(_coupled(rewritten_sql, keys), "system.main"))
 
