@@ -23,7 +23,7 @@ from dpsql.mechanisms import randomness
 from dpsql.accounting.budget import ZERO, Budget
 from dpsql.errors import DeadlineExceeded, DpsqlError, ExecutionError, InvalidParameter, NeedsBounds, UnsupportedConstruct
 from dpsql.accounting import ledger as ledgers
-from dpsql.frontend.arg_max import arg_max
+from dpsql.frontend.arg_max import arg_max, named_lookup
 from dpsql.frontend.flatten import flatten
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
@@ -254,7 +254,8 @@ class PrivateConnection:
             plan = build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
                               nonnegative=nonnegative, mechanism=mechanism, names=names)
             size.check_groups(plan.partitions, statement, sql, self.limits)
-            plan = dataclasses.replace(plan, lookup=lookup) if lookup is not None else plan
+            if lookup is not None:   # the top-1's outputs under DuckDB's names, as every other output
+                plan = dataclasses.replace(plan, lookup=named_lookup(lookup, names))
             return rewrite(plan, noise_function or self._noise_function, **lowering)
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
