@@ -125,6 +125,12 @@ def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: 
     options.setdefault("limits", db._auto_limits.get(sql))
     lowering = dict(noise_function=_function(db, noise), sampling=sampling, stage=stage, **options)
     plan = db._lowered(sql, epsilon, delta, **lowering)
+    if isinstance(plan, Plan) and plan.then is not None and stage == "output":
+        # a public last stage (plan/model.py PublicStage): the release's rows fill its table (kept), then
+        # the last stage is what runs; at other stages the release's own lowering is the query's
+        _engine(db).hold(plan.then.values)
+        db._fill(plan.then.values, fetch(db, bind(db, plan.rewritten_sql)), db._keys_of_values(plan.then.values))
+        return plan.then.plan
     if not isinstance(plan, Plan) or not plan.stages:
         return plan
     earlier = earlier or ("zero" if stage == "measurements" else noise)
@@ -136,7 +142,8 @@ def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: 
         values.append(table.column(0)[0].as_py() if table.num_rows == 1 else None)
         if s.values is not None:   # a correlated stage: its rows fill the table the last stage reads (kept)
             _engine(db).hold(s.values)
-            db._fill(plan, s.values, table)
+            (lookup,) = [lookup for lookup in plan.table.lookups if lookup.table == s.values.name]
+            db._fill(s.values, table, lookup.columns)
     if any(s.values is not None for s in plan.stages):
         return plan
     last = db._last_stage(sql, plan, values, lowering)

@@ -61,6 +61,8 @@ def plan_warnings(plan: Plan) -> list[str]:
 def result_warnings(plan: Plan, table: pa.Table) -> list[str]:
     """What the plan and the released rows tell together (post-processing: free)."""
     out = plan_warnings(plan)
+    if plan.then is not None:   # the rows are the public last stage's, not the release's (plan/model.py PublicStage)
+        return out
     swamped = {o.name for o, _ in _swamped(plan)}
     visible = [o for o in plan.visible_outputs if o.name not in swamped and o.name in table.column_names]
     noisy = [f"{o.name} (+-{plan.measurement(o.measurements[0]).error:.3g})" for o in visible

@@ -16,6 +16,7 @@ from typing import Mapping
 import duckdb
 import numpy as np
 import pyarrow as pa
+from sqlglot import exp
 
 from dpsql.mechanisms.base import PURE_NOISE, NoiseBuffer, choose_top, noise
 from dpsql.mechanisms.quantile_rules import answer
@@ -31,12 +32,13 @@ from dpsql.frontend.mode import mode_as_top_one
 from dpsql.frontend.names import output_names
 from dpsql.frontend.per_person import per_person
 from dpsql.frontend.scope import Scope, group_keys
-from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES
+from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES, VALUE as CORRELATED_VALUE
+from dpsql.sql.compare import Form
 from dpsql.frontend.stages import Stages, public_stage, split
 from dpsql.frontend.parse import parse
 from dpsql.plan.allocation import check_budget_parameters
 from dpsql.plan.build import build_plan
-from dpsql.plan.model import Plan, Stage
+from dpsql.plan.model import Plan, PublicStage, Stage
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.frontend.public import public_only
 from dpsql.frontend import key_pruning, public_bounds
@@ -45,7 +47,7 @@ from dpsql.plan.local import LocalPlan, local_plan
 from dpsql.frontend import size
 from dpsql.limits import Deadline, WorkLimits, check_seconds
 from dpsql.policy.loading import load_policy
-from dpsql.policy.model import Policy, TablePolicy
+from dpsql.policy.model import JointKeys, Policy, TablePolicy
 from dpsql.lower.names import choice_function, top_k_function
 from dpsql.lower.rewrite import rewrite
 from dpsql.engines import versions
@@ -267,6 +269,8 @@ class PrivateConnection:
         options = staged.options(sql)
         eps = _choose("epsilon", epsilon, options.epsilon, self.policy.default_epsilon)
         eps, dlt = check_budget_parameters(eps, _choose("delta", delta, options.delta, self.policy.default_delta))
+        if staged.public:
+            return self._public_last(staged, sql, eps, dlt, plan_stage)
         n = len(staged.inner) + 1
         plans = [plan_stage(text, eps, dlt, stages=n) for text in staged.inner]
         plans.append(plan_stage(staged.placeholder_sql(), eps, dlt, stages=n, named_by=sql, released=staged.values))
@@ -274,6 +278,18 @@ class PrivateConnection:
             raise public_stage(sql)
         return dataclasses.replace(plans[-1], sql=sql, epsilon=eps, delta=dlt,
                                    stages=tuple(Stage(p, staged.values) for p in plans[:-1]))
+
+    def _public_last(self, staged: Stages, sql: str, eps: float, dlt: float, plan_stage) -> Plan:
+        """A correlated stage in a query otherwise over public tables (frontend/stages.py ``public``, TPC-H
+        Q20): the stage released at the whole budget, then the query over public tables and its released
+        values answered exactly (frontend/public.py; post-processing, so the query costs the stage alone)."""
+        (text,) = staged.inner
+        assert staged.values is not None
+        last = plan_stage(staged.placeholder_sql(), eps, dlt, stages=2, named_by=sql, released=staged.values)
+        release = plan_stage(text, eps, dlt)
+        if not isinstance(last, PublicPlan) or not isinstance(release, Plan):
+            raise public_stage(sql)
+        return dataclasses.replace(release, sql=sql, then=PublicStage(last, staged.values, text))
 
     def _last_stage(self, sql: str, plan: Plan, values: list, options: dict) -> Plan:
         """The last stage planned again with the earlier stages' released values in place of the subqueries:
@@ -301,7 +317,8 @@ class PrivateConnection:
                 self._noise.clear()
             table = self._engine.run(bound, clock)
             if stage.values is not None:
-                self._fill(plan, stage.values, table)
+                (lookup,) = [lookup for lookup in plan.table.lookups if lookup.table == stage.values.name]
+                self._fill(stage.values, table, lookup.columns)
             values.append(table.column(0)[0].as_py() if table.num_rows == 1 and table.num_columns else None)
         with self._lock:
             self._noise.clear()
@@ -309,12 +326,29 @@ class PrivateConnection:
             return self._engine.bind(plan.rewritten_sql)
         return self._engine.bind(replan(values).rewritten_sql)
 
-    def _fill(self, plan: Plan, values: TablePolicy, released: pa.Table) -> None:
+    def _then(self, plan: Plan, released: pa.Table, clock: Deadline) -> pa.Table:
+        """The public last stage (plan/model.py PublicStage) run on the released rows: they fill the values'
+        table, keys compared as written (same types: sql/compare.py gives them bare), then the query over
+        public tables reads them. Its rows are a function of public data and the release (post-processing),
+        so an answer past ``limits.max_rows`` (DP315) says nothing the release does not."""
+        assert plan.then is not None
+        values = plan.then.values
+        self._fill(values, released, self._keys_of_values(values))
+        with self._lock:
+            self._noise.clear()
+        return self._engine.run(self._engine.bind(plan.then.plan.rewritten_sql), clock, max_rows=self.limits.max_rows)
+
+    @staticmethod
+    def _keys_of_values(values: TablePolicy) -> list:
+        """The key columns of a table of released values, as a public last stage compares them: bare
+        (frontend/correlated.py writes each tie between a key and its own type, which sql/compare.py leaves bare)."""
+        return [(c, Form()) for c in values.columns if c != CORRELATED_VALUE]
+
+    def _fill(self, values: TablePolicy, released: pa.Table, keys) -> None:
         """A correlated stage's released rows (keys, then the value) into its table, held for this run by
         the engine; its keys are unique by construction (one released row per group), checked here as a
-        lookup's are (DP999 otherwise: a bug, and the budget stays spent)."""
-        (lookup,) = [lookup for lookup in plan.table.lookups if lookup.table == values.name]
-        if not self._engine.fill(values.name, released.select(list(range(len(values.columns)))), lookup.columns):
+        lookup's are, in ``keys``' forms (DP999 otherwise: a bug, and the budget stays spent)."""
+        if not self._engine.fill(values.name, released.select(list(range(len(values.columns)))), keys):
             raise ExecutionError("DP999", "a stage's released keys repeat: this is probably a bug; its budget "
                                  "stays spent")
 
@@ -348,7 +382,25 @@ class PrivateConnection:
             return scope
         columns = {name: self._keys_of(statement, scope, c, reader, deadline) if name in wanted else c
                    for name, c in scope.table.columns.items()}
-        return dataclasses.replace(scope, table=dataclasses.replace(scope.table, columns=columns))
+        joint = self._joint_keys(statement, scope, wanted, reader, deadline)
+        return dataclasses.replace(scope, table=dataclasses.replace(scope.table, columns=columns, joint_keys=joint))
+
+    def _joint_keys(self, statement, scope: Scope, wanted: set[str], reader: str | None,
+                    deadline: float | None) -> JointKeys | None:
+        """GROUP BY items that are all columns of one joined public table get the distinct tuples of its
+        rows (that pass the query's public conditions) as their groups (frontend/key_pruning.py
+        ``joint_read``), counted by the engine (public data only, so free). The tuples stay a read in the
+        lowered SQL (lower/keys.py keys_source) and are never kept: nothing grows per WHERE an analyst
+        writes; their count is bounded as any query's groups (DP315, frontend/size.py)."""
+        keys = group_keys(statement, scope)
+        names = [k.expression.name for k in keys if isinstance(k.expression, exp.Column)]
+        if len(keys) < 2 or len(names) != len(keys) or not set(names) <= wanted:
+            return None
+        read = key_pruning.joint_read(statement, scope.table, names, scope.policy)
+        if read is None:
+            return None
+        text = read[0].sql(dialect="duckdb")
+        return JointKeys(tuple(names), text, self._engine.pruned_count(text, reader, deadline), read[1])
 
     def _keys_of(self, statement, scope: Scope, column, reader: str | None, deadline: float | None):
         """One public column's keys: its values, or those of the rows of the public tables that pass the
@@ -415,7 +467,9 @@ class PrivateConnection:
         planned = self._planned_with_bounds(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism)
         # Bind, charge and run in one turn of the engine (shared fairly between analysts): once a
         # query is charged it runs at once, never waits behind another analyst's.
-        held = [s.values for s in getattr(planned.plan, "stages", ()) if s.values is not None]
+        then = getattr(planned.plan, "then", None)
+        held = [s.values for s in getattr(planned.plan, "stages", ()) if s.values is not None] + (
+            [then.values] if then is not None else [])
         with self._engine.turn(analyst, seconds) as clock, self._engine.holding(held):
             if isinstance(planned.plan, (PublicPlan, LocalPlan)):
                 return self._exact(planned.plan, analyst, clock)
@@ -430,6 +484,8 @@ class PrivateConnection:
         plan = planned.plan
         bound = self._engine.bind(plan.rewritten_sql)
         earlier = [self._engine.bind(s.plan.rewritten_sql) for s in plan.stages]
+        if plan.then is not None:   # bound (its values' table empty) before the charge: a binder error spends nothing
+            self._engine.bind(plan.then.plan.rewritten_sql)
         cost = self._ledger.cost(plan)
         if planned.normalised is None:
             text, names = replay.normalise_sql(sql)
@@ -452,6 +508,8 @@ class PrivateConnection:
             with self._lock:
                 self._noise.clear()   # no draw outlives its query
             table = self._engine.run(bound, clock)
+            if plan.then is not None:
+                table = self._then(plan, table, clock)
         except DeadlineExceeded as stopped:
             # Whether a query ends before its deadline depends on its running time, which the analyst
             # sees anyway: the stop is a function of that time and tells nothing it does not. Spent.

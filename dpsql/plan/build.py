@@ -28,7 +28,7 @@ from dpsql.frontend.relation import conjuncts
 from dpsql.frontend.scope import AGGREGATES as AGGREGATE_NODES, Scope, argument_bounds, columns_in, group_keys, key_position, name_of, quantile_of
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
 from dpsql.plan.model import Plan
-from dpsql.plan.parts import GroupKey, KeyColumn, Measurement, Output, Selection
+from dpsql.plan.parts import GroupKey, KeyColumn, Measurement, Output, Selection, partition_bound
 from dpsql.plan import top_k
 from dpsql.plan.allocation import check_budget_parameters, split, top_k_split
 from dpsql.mechanisms.quantile_rules import rule
@@ -217,8 +217,7 @@ def _planned(select: exp.Select, scope: Scope, outputs: list[Output], order: lis
     than the noisy value every group would get instead (top_k.better): a function of the plan alone."""
     table, (epsilon, delta) = scope.table, budget
     L, C = _contribution_limits(scope, keys)
-    bounds = [k.domain_bound for k in keys]
-    ask = top_k.asked(select, scope, outputs, order, limits, None if None in bounds else math.prod(bounds),
+    ask = top_k.asked(select, scope, outputs, order, limits, partition_bound(keys, table.joint_keys),
                       Sharing(selecting=private, row_level=table.row_level))
     values = _measurements(outputs, L, C, budget, private, table, chosen)
     if ask is None:
@@ -350,8 +349,7 @@ def _contribution_limits(scope: Scope, keys: list[GroupKey]) -> tuple[int, int]:
     """(L, C): partitions per unit and rows per unit and partition (row level: 1 and 1)."""
     table = scope.table
     L = 1 if table.row_level else (scope.options.max_groups or table.max_groups_per_unit)
-    bounds = [k.domain_bound for k in keys]
-    partitions = None if None in bounds else math.prod(bounds)
+    partitions = partition_bound(keys, table.joint_keys)
     if partitions is not None:
         # A unit can only reach as many partitions as there are: a global aggregate has L = 1.
         L = min(L, partitions)
