@@ -34,7 +34,7 @@ from dpsql.frontend.per_person import per_person
 from dpsql.frontend.scope import Scope, group_keys
 from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES, VALUE as CORRELATED_VALUE
 from dpsql.sql.compare import Form
-from dpsql.frontend.stages import Stages, public_stage, split
+from dpsql.frontend.stages import Stages, public_stage, repointed, split
 from dpsql.frontend.parse import parse
 from dpsql.plan.allocation import check_budget_parameters
 from dpsql.plan.build import build_plan
@@ -59,6 +59,15 @@ from dpsql.api.replay import plan_signature
 from dpsql.api.result import Result
 from dpsql.api.budget_note import budget_note
 from dpsql.api.plan_cache import Entry, PlanCache, key as plan_key
+
+def _repointed(plan_stage, sql: str, text: str, *args, **kwargs):
+    """A stage planned from its regenerated ``text``, a refusal pointing into the query as written
+    (frontend/stages.py ``repointed``)."""
+    try:
+        return plan_stage(text, *args, **kwargs)
+    except DpsqlError as err:
+        raise repointed(err, sql) from None
+
 
 def _choose(name: str, caller, query, default):
     """The caller's value, else the query's OPTIONS, else the policy default; two different ones conflict."""
@@ -269,6 +278,7 @@ class PrivateConnection:
         options = staged.options(sql)
         eps = _choose("epsilon", epsilon, options.epsilon, self.policy.default_epsilon)
         eps, dlt = check_budget_parameters(eps, _choose("delta", delta, options.delta, self.policy.default_delta))
+        plan_stage = functools.partial(_repointed, plan_stage, sql)
         if staged.public:
             return self._public_last(staged, sql, eps, dlt, plan_stage)
         n = len(staged.inner) + 1

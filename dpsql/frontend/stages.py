@@ -29,12 +29,13 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sqlglot import exp
 
-from dpsql.errors import UnsupportedConstruct
+from dpsql.errors import DpsqlError, UnsupportedConstruct
 from dpsql.frontend.dialect import Dpsql
 from dpsql.frontend.options import QueryOptions, query_options
 from dpsql.frontend.correlated import TABLE, correlated, tables
@@ -93,6 +94,19 @@ def public_stage(sql: str) -> UnsupportedConstruct:
     return _refuse("the query around a scalar subquery over private data reads no private table (or a stage "
                    "counts randomized reports): its stages would not be DP queries of their own", None, sql,
                    "ask the subquery alone and write its answer into the query as a literal")
+
+
+def repointed(err: DpsqlError, sql: str) -> DpsqlError:
+    """``err``, raised on a stage's regenerated text, pointed into the query as written: at the same
+    words where they appear there once (compared without case or spacing), else at no position."""
+    if err.sql is None or err.sql == sql:
+        return err
+    words = err.sql[err.start:err.end + 1] if err.start is not None and err.end is not None else ""
+    pattern = r"\s+".join(re.escape(w) for w in words.split())
+    found = list(re.finditer(pattern, sql, re.IGNORECASE)) if pattern else []
+    err.sql = sql
+    err.start, err.end = (found[0].start(), found[0].end() - 1) if len(found) == 1 else (None, None)
+    return err
 
 
 def _refuse(message: str, node: exp.Expression | None, sql: str, hint: str, code: str = "DP317") -> UnsupportedConstruct:
