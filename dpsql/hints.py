@@ -53,6 +53,7 @@ HINTS = {
     "DP316": "the data owner declares lower/upper bounds for the column in the policy",
     "DP317": "ask the subquery as a query of its own, then use its released value as a literal",
     "DP330": "ask the query through the connection (db.sql), which chooses the bounds first, or declare them",
+    "DP331": "give clipping_epsilon below the query's epsilon, or leave it out for 10% of it",
     # Parameters and budgets.
     "DP401": "epsilon > 0 and finite; 0 <= delta < 1; a deadline > 0 seconds",
     "DP402": "ask with a smaller epsilon, or ask the data owner for more budget; nothing was spent",

@@ -145,33 +145,36 @@ class PrivateConnection:
             return choose_top(self._source, ids, utilities, k, a, b)
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-             ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
+             ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None,
+             report_clipping: bool = False) -> Plan | PublicPlan | LocalPlan:
         """parse -> flatten -> validate -> plan -> rewrite. Pure with respect to the budget: spends nothing."""
-        return self._planned(sql, epsilon, delta, ci, nonnegative, None, self._seconds(None), mechanism).plan
+        return self._planned(sql, epsilon, delta, ci, nonnegative, None, self._seconds(None), mechanism,
+                             report_clipping).plan
 
     def _planned(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None,
-                 deadline: float | None, mechanism: str | None = None) -> Entry:
+                 deadline: float | None, mechanism: str | None = None, report_clipping: bool = False) -> Entry:
         """The plan of this call, from the analyst's plan cache (api/plan_cache.py) when asked before."""
         limits = self._auto_limits.get(sql)
-        call = plan_key(sql, epsilon, delta, ci, nonnegative, mechanism, limits)
+        call = plan_key(sql, epsilon, delta, ci, nonnegative, mechanism, limits, report_clipping)
         return self._plans.lookup(analyst, call, lambda: self._lowered(
             sql, epsilon, delta, ci=ci, nonnegative=nonnegative, reader=analyst, deadline=deadline,
-            mechanism=mechanism, limits=limits))
+            mechanism=mechanism, limits=limits, report_clipping=report_clipping))
 
     def _planned_with_bounds(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None,
-                             deadline: float | None, mechanism: str | None) -> Entry:
+                             deadline: float | None, mechanism: str | None, report_clipping: bool = False) -> Entry:
         """``_planned``, after choosing the automatic bounds it needs (api/auto_bounds.py,
         api/auto_contributions.py): each one is a DP query of its own, charged to this caller, then
         the query is planned again."""
         for _ in range(len(self._auto_columns) + 2):
             try:
-                return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, deadline, mechanism)
+                return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, deadline, mechanism,
+                                     report_clipping)
             except NeedsBounds as need:
                 for table, column in need.columns:
                     self._choose_bounds(table, column, analyst, deadline)
                 if need.contributions:
                     self._choose_contributions(sql, need, analyst, deadline)
-        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, deadline, mechanism)
+        return self._planned(sql, epsilon, delta, ci, nonnegative, analyst, deadline, mechanism, report_clipping)
 
     def _histogram(self, text: str, epsilon: float, analyst: str | None,
                    deadline: float | None) -> tuple[dict, tuple[float, float]]:
@@ -221,7 +224,7 @@ class PrivateConnection:
                  nonnegative: bool = True, noise_function: str | None = None, reader: str | None = None,
                  deadline: float | None = None, mechanism: str | None = None,
                  limits: tuple[int | None, int | None] | None = None, stages: int = 1,
-                 named_by: str | None = None, released: TablePolicy | None = None,
+                 named_by: str | None = None, released: TablePolicy | None = None, report_clipping: bool = False,
                  **lowering) -> Plan | PublicPlan | LocalPlan:
         """The pipeline; ``noise_function`` and ``lowering`` options are for dpsql.testing only. A query
         over public tables only is answered exactly (frontend/public.py), before the DP pipeline.
@@ -230,7 +233,8 @@ class PrivateConnection:
         ``stages``: the query's stages (frontend/stages.py); this one is planned at its share of the budget;
         ``named_by``: the SQL its outputs are named by (a last stage's: the query's own, not the one with its
         subqueries' values in their places).
-        ``released``: a table of an earlier stage's released values it reads (frontend/correlated.py), public."""
+        ``released``: a table of an earlier stage's released values it reads (frontend/correlated.py), public.
+        ``report_clipping``: the clipping report (plan/clipping.py), of the last stage only."""
         policy = self.policy if released is None else dataclasses.replace(
             self.policy, tables={**self.policy.tables, released.name: released})
         try:
@@ -242,7 +246,7 @@ class PrivateConnection:
                 plan_stage = functools.partial(self._lowered, ci=ci, nonnegative=nonnegative, reader=reader,
                                                deadline=deadline, mechanism=mechanism,
                                                noise_function=noise_function, **lowering)
-                return self._staged(staged, sql, epsilon, delta, plan_stage)
+                return self._staged(staged, sql, epsilon, delta, plan_stage, report_clipping)
             if public_only(parsed, policy):
                 return public_plan(parsed, sql, policy)
             local = local_query(parsed, policy)
@@ -263,7 +267,7 @@ class PrivateConnection:
             if stages > 1:   # a stage's share (checked by _staged: DP401 before the division)
                 eps, dlt = eps / stages, dlt / stages
             plan = build_plan(statement, scope, epsilon=eps, delta=dlt, confidence=ci,
-                              nonnegative=nonnegative, mechanism=mechanism, names=names)
+                              nonnegative=nonnegative, mechanism=mechanism, names=names, report_clipping=report_clipping)
             size.check_groups(plan.partitions, statement, sql, self.limits)
             if lookup is not None:   # the top-1's outputs under DuckDB's names, as every other output
                 plan = dataclasses.replace(plan, lookup=named_lookup(lookup, names))
@@ -271,7 +275,8 @@ class PrivateConnection:
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
 
-    def _staged(self, staged: Stages, sql: str, epsilon: float | None, delta: float | None, plan_stage) -> Plan:
+    def _staged(self, staged: Stages, sql: str, epsilon: float | None, delta: float | None, plan_stage,
+                report_clipping: bool = False) -> Plan:
         """A query with scalar subqueries over private data (frontend/stages.py): each planned as a query of
         its own, then the query with NULL in their places (the values come when it runs: ``_run_stages``);
         the budget split equally between them, the whole charged once."""
@@ -283,7 +288,8 @@ class PrivateConnection:
             return self._public_last(staged, sql, eps, dlt, plan_stage)
         n = len(staged.inner) + 1
         plans = [plan_stage(text, eps, dlt, stages=n) for text in staged.inner]
-        plans.append(plan_stage(staged.placeholder_sql(), eps, dlt, stages=n, named_by=sql, released=staged.values))
+        plans.append(plan_stage(staged.placeholder_sql(), eps, dlt, stages=n, named_by=sql, released=staged.values,
+                                report_clipping=report_clipping))
         if not all(isinstance(p, Plan) for p in plans):
             raise public_stage(sql)
         return dataclasses.replace(plans[-1], sql=sql, epsilon=eps, delta=dlt,
@@ -424,7 +430,8 @@ class PrivateConnection:
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
-                analyst: str | None = None, mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
+                analyst: str | None = None, mechanism: str | None = None,
+                report_clipping: bool = False) -> Plan | PublicPlan | LocalPlan:
         """The Plan the query would run, with the rewritten SQL and the budget remaining before it (the
         ``analyst``'s own, else the total: in the accountant's terms and as (epsilon, delta), and whether
         the query would fit; api/budget_note.py); spends nothing and writes nothing. ``deadline``:
@@ -433,7 +440,8 @@ class PrivateConnection:
         Example:
             >>> print(db.explain("SELECT sex, COUNT(*) FROM people GROUP BY sex"))  # doctest: +SKIP
         """
-        plan = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline), mechanism).plan
+        plan = self._planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline), mechanism,
+                             report_clipping).plan
         if isinstance(plan, (PublicPlan, LocalPlan)):   # spends nothing: no budget to show
             return plan
         # The remaining budget (the analyst's own, or the total) and whether this would fit: read only.
@@ -441,7 +449,8 @@ class PrivateConnection:
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
-            analyst: str | None = None, deadline: float | None = None, mechanism: str | None = None) -> Result:
+            analyst: str | None = None, deadline: float | None = None, mechanism: str | None = None,
+            report_clipping: bool = False) -> Result:
         """Answer one aggregate query with differential privacy.
 
         The cost is recorded in the ledger before the query runs. An identical query already answered
@@ -458,6 +467,10 @@ class PrivateConnection:
             mechanism: the noise, ``"laplace"`` or ``"gaussian"`` (needs delta > 0); default: the
                 query's OPTIONS(mechanism = ...), else the policy's ``mechanism``, else what the
                 ledger's accountant composes best (mechanisms/base.py ``choose``).
+            report_clipping: also release, per group, the noisy count of people whose rows or values
+                the bounds cut and their share of the group's people (``result.clipping``), at 10% of
+                epsilon unless OPTIONS(clipping_epsilon = ...) says how much; taken from epsilon, not
+                added (plan/clipping.py). A warning says when the share is material.
             analyst: charge this analyst's budget (and the total) instead of the owner's; see ``analyst()``.
             deadline: seconds this call may hold the engine (default ``limits.deadline``: none), from
                 the start of its turn (turns go round robin between analysts); DuckDB is interrupted
@@ -474,7 +487,8 @@ class PrivateConnection:
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
         seconds = self._seconds(deadline)
-        planned = self._planned_with_bounds(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism)
+        planned = self._planned_with_bounds(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism,
+                                            report_clipping)
         # Bind, charge and run in one turn of the engine (shared fairly between analysts): once a
         # query is charged it runs at once, never waits behind another analyst's.
         then = getattr(planned.plan, "then", None)
@@ -483,7 +497,8 @@ class PrivateConnection:
         with self._engine.turn(analyst, seconds) as clock, self._engine.holding(held):
             if isinstance(planned.plan, (PublicPlan, LocalPlan)):
                 return self._exact(planned.plan, analyst, clock)
-            options = dict(ci=ci, nonnegative=nonnegative, reader=analyst, deadline=seconds, mechanism=mechanism)
+            options = dict(ci=ci, nonnegative=nonnegative, reader=analyst, deadline=seconds, mechanism=mechanism,
+                           report_clipping=report_clipping)
             replan = functools.partial(self._last_stage, sql, planned.plan, options=options)
             return self._private(sql, planned, fresh, analyst, clock, replan)
 
@@ -608,15 +623,15 @@ class AnalystView:
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
-            deadline: float | None = None, mechanism: str | None = None) -> Result:
+            deadline: float | None = None, mechanism: str | None = None, report_clipping: bool = False) -> Result:
         return self._db.sql(sql, epsilon, delta, fresh=fresh, ci=ci, nonnegative=nonnegative, analyst=self.name,
-                            deadline=deadline, mechanism=mechanism)
+                            deadline=deadline, mechanism=mechanism, report_clipping=report_clipping)
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
                 ci: float | None = None, nonnegative: bool = True, deadline: float | None = None,
-                mechanism: str | None = None) -> Plan | PublicPlan | LocalPlan:
+                mechanism: str | None = None, report_clipping: bool = False) -> Plan | PublicPlan | LocalPlan:
         return self._db.explain(sql, epsilon, delta, ci=ci, nonnegative=nonnegative, deadline=deadline,
-                                analyst=self.name, mechanism=mechanism)
+                                analyst=self.name, mechanism=mechanism, report_clipping=report_clipping)
 
     @property
     def budget(self) -> Budget:

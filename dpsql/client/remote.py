@@ -49,13 +49,14 @@ class RemotePlan:
     rewritten_sql: str | None = field(default=None, compare=False)
     confidence: float | None = None       # the level of the answer's intervals, if asked for
     noisy: tuple[str, ...] | None = None  # the columns display marks noisy (None: not said, a stored answer)
+    clipping: dict | None = None          # the clipping report's keys and errors (api/clipping.py Shape)
 
     @classmethod
     def from_doc(cls, doc: dict) -> "RemotePlan":
         noisy = doc.get("noisy")
         return cls(float(doc["epsilon"]), float(doc["delta"]), doc.get("text") or "",
                    tuple(doc.get("outputs") or ()), bool(doc.get("public_only")), doc.get("rewritten_sql"),
-                   doc.get("ci"), None if noisy is None else tuple(noisy))
+                   doc.get("ci"), None if noisy is None else tuple(noisy), doc.get("clipping"))
 
     def __str__(self) -> str:
         return self.text
@@ -98,17 +99,18 @@ class Remote:
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
-            mechanism: str | None = None) -> Result:
+            mechanism: str | None = None, report_clipping: bool = False) -> Result:
         """Answer one query on the server, charged to this analyst's budget (``PrivateConnection.sql``)."""
         body = {"sql": sql, "epsilon": epsilon, "delta": delta, "ci": ci, "fresh": fresh, "nonnegative": nonnegative,
-                **_mechanism(mechanism)}
+                **_mechanism(mechanism), **_report(report_clipping)}
         return self._result(self._call("POST", "/v1/query", body, sql=sql, arrow=True))
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-                ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> RemotePlan:
+                ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None,
+                report_clipping: bool = False) -> RemotePlan:
         """The plan the server would run, with its cost and expected errors; spends nothing."""
         body = {"sql": sql, "epsilon": epsilon, "delta": delta, "ci": ci, "nonnegative": nonnegative,
-                **_mechanism(mechanism)}
+                **_mechanism(mechanism), **_report(report_clipping)}
         return RemotePlan.from_doc(json.loads(self._call("POST", "/v1/explain", body, sql=sql))["plan"])
 
     @property
@@ -217,6 +219,11 @@ def remote(url: str, token: str | None = None, *, timeout: float = 300.0) -> Rem
         >>> an.sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex", epsilon=0.5).fetchall()  # doctest: +SKIP
     """
     return Remote(url, token, timeout=timeout)
+
+
+def _report(report_clipping: bool) -> dict:
+    """The body's ``report_clipping`` field, sent only when asked for (a server before issue 25 knows none)."""
+    return {"report_clipping": True} if report_clipping else {}
 
 
 def _mechanism(mechanism: str | None) -> dict:

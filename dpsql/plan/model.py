@@ -18,6 +18,7 @@ from sqlglot import exp
 from dpsql.mechanisms.losses import APPROXIMATE, ZCDP, compose
 from dpsql.mechanisms.releases import Release
 from dpsql.frontend.arg_max import Lookup
+from dpsql.plan.clipping import ClippingReport
 from dpsql.plan.explain import key_description, measurement_lines, output_line
 from dpsql.plan.parts import GroupKey, Measurement, Output, Selection, joint_of, partition_bound
 from dpsql.plan.top_k import TopK
@@ -58,6 +59,7 @@ class Plan:
                                            # (frontend/arg_max.py): post-processing of public data
     then: PublicStage | None = None        # this plan is a correlated stage; the query's last stage reads
                                            # public tables and its released values only (answered exactly)
+    clipping: ClippingReport | None = None  # the clipping report's measurements (plan/clipping.py)
     rewritten_sql: str = field(default="", compare=False)
     budget_note: BudgetNote | None = field(default=None, compare=False)   # explain's: the remaining budget
 
@@ -233,6 +235,7 @@ def _explain(plan: Plan) -> str:
         lines += measurement_lines(m)
     if plan.top_k is not None:
         lines += plan.top_k.lines(plan.selection is not None, plan.partitions)
+    lines += plan.clipping.lines(plan.own_budget[0]) if plan.clipping is not None else []
     lines.append("outputs (post-processing, no extra budget):")
     lines += [output_line(o, plan.group_keys, plan.measurement) for o in plan.outputs]
     n = len(plan.measurements)

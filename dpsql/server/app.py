@@ -154,7 +154,7 @@ async def query(server: _Server, request: Request) -> Response:
         if isinstance(result.plan, Plan) and not result.replayed:
             server.free.refund(analyst.name)   # charged to the budget: not free work
         # Encoded in a worker too: a public-only answer of a million rows takes seconds of Python.
-        return await server.work(_answer, request, result.arrow(), plan, budget, result.replayed, result.warnings)
+        return await server.work(_answer, request, result.released(), plan, budget, result.replayed, result.warnings)
 
 
 @endpoint

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dpsql.api import clipping
 from dpsql.api.display import noisy_columns, to_json_value
 from dpsql.errors import DpsqlError
 from dpsql.plan.aggregates import released_directly
@@ -43,6 +44,9 @@ def plan_doc(plan) -> dict:
            "public_only": isinstance(plan, PublicPlan), "outputs": [],
            "rewritten_sql": plan.rewritten_sql, "ci": getattr(plan, "confidence", None),
            "noisy": sorted(noisy_columns(plan))}   # what a client's display marks ~ (api/display.py)
+    shape = clipping.shape(plan)
+    if shape is not None:   # the clipping report's keys and errors: the client shows it as Result.clipping
+        doc["clipping"] = shape.as_dict()
     if getattr(plan, "budget_note", None) is not None:
         doc["budget_before"] = plan.budget_note.as_dict()
     if isinstance(plan, Plan):
