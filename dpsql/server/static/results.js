@@ -81,14 +81,14 @@ function barChart(rows, key, value) {
   const nums = points.flatMap((p) => [p.v, p.lo, p.hi]).filter((x) => typeof x === "number" && Number.isFinite(x));
   let lo = Math.min(0, ...nums), hi = Math.max(0, ...nums);
   if (hi === lo) hi = lo + 1;
-  const labelW = Math.min(CHART_W / 3, 12 + 7.5 * Math.max(...points.map((p) => p.label.length)));
+  const labelW = Math.min(CHART_W / 3, 16 + 8.5 * Math.max(2, ...points.map((p) => p.label.length)));   // 13 px text
   const W = CHART_W, rowH = 26, top = 28, plotW = W - labelW - 20, H = top + rowH * points.length + 26;
   const x = (v) => labelW + ((v - lo) / (hi - lo)) * plotW;
   const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img",
                              "aria-label": `${value.name} by ${key.name}, bar chart` });
   chart.append(svg("text", { x: 0, y: 16, class: "chart-title" }, value.name + " by " + key.name));
   // As many ticks as their labels leave room for (about 8 px a character), 2 to 5.
-  const room = Math.floor(plotW / (8 * Math.max(fmt(lo).length, fmt(hi).length) + 16));
+  const room = Math.floor(plotW / (8 * Math.max(fmt(Math.round(lo)).length, fmt(Math.round(hi)).length) + 16));
   for (const t of niceTicks(lo, hi, Math.min(5, Math.max(2, room)))) {
     chart.append(svg("line", { x1: x(t), x2: x(t), y1: top - 4, y2: H - 20, class: t === 0 ? "axis" : "grid" }),
                  svg("text", { x: x(t), y: H - 6, class: "tick", "text-anchor": "middle" }, fmt(t)));
