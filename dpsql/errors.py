@@ -144,10 +144,18 @@ class BudgetExceeded(DpsqlError):
 
     def __init__(self, requested, remaining, *, budget: str | None = None, composed: str = "", **kw):
         self.requested = requested
-        self.remaining = remaining
         # Which budget: None for a ledger's only one (the owner's), else "the total, ..." or "analyst 'x'".
         self.budget = budget
         which = "" if budget is None else f" of {budget}"
+        if remaining is None:   # the total shared by analysts: what is left of it is not theirs to know
+            self.remaining = self.difference = None
+            kw["hint"] = kw.get("hint") or ("nothing was spent; repeat an identical earlier query (replayed at no "
+                                            "cost), or ask the data owner to raise the total budget")
+            super().__init__("DP402", f"privacy budget{which} exceeded: requested epsilon={requested[0]:g}, "
+                             f"delta={requested[1]:g}; what is left of it is not shown (it would tell how much "
+                             "the other analysts spent)", **kw)
+            return
+        self.remaining = remaining
         self.difference = (requested[0] - remaining[0], requested[1] - remaining[1])
         kw["hint"] = kw.get("hint") or _budget_hint(remaining)
         # An accountant that composes more tightly than a sum (zcdp, pld) says what the history with this

@@ -163,7 +163,8 @@ class Ledger:
                     hint="nothing was spent; ask for less, repeat an identical earlier query (free), "
                          "or ask the data owner for a top-up (dpsql analyst top-up)")
                 after = self._fits(db, accountant, charge, total, None,
-                                   budget=None if analyst is None else "the total (shared by every analyst)")
+                                   budget=None if analyst is None else "the total (shared by every analyst)",
+                                   hidden=analyst is not None)
                 cursor = db.execute(
                     "INSERT INTO charges (time, sql, plan, epsilon, delta, composition, status, replay_key, "
                     "data_version, analyst, releases) VALUES (?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
@@ -428,13 +429,16 @@ class Ledger:
         return state
 
     def _fits(self, db: sqlite3.Connection, accountant: Accountant, charge: Charged, total: Cost,
-              analyst: str | None, *, budget: str | None, hint: str = ""):
+              analyst: str | None, *, budget: str | None, hint: str = "", hidden: bool = False):
         """The history of ``analyst`` (None: all) with ``charge``, if the accountant finds it fits
-        ``total``; else BudgetExceeded (nothing written)."""
+        ``total``; else BudgetExceeded (nothing written). ``hidden``: the total checked for an analyst,
+        refused without its figures: what is left of it tells how much the other analysts spent."""
         state = self._spent(db, accountant, analyst)
         after = accountant.compose(state, [charge])
         if accountant.fits(after, total):
             return after
+        if hidden:
+            raise BudgetExceeded((charge.epsilon, charge.delta), None, budget=budget)
         now_ = accountant.report(state, total)
         requested = (charge.epsilon, charge.delta)
         if not now_.at_delta:    # sums: the exact remaining and difference, as ever

@@ -526,7 +526,7 @@ class PrivateConnection:
             replay_key=replay.replay_key(normalised, cost, self._ledger.identity, self._data_version), analyst=analyst,
             releases=plan.releases())
         if ticket.replayed:
-            return Result(ticket.answer, plan, replayed=True)
+            return Result(replay.unstored(ticket.answer)[0], plan, replayed=True)
         try:
             if earlier:
                 bound = self._run_stages(plan, earlier, clock, replan)
@@ -548,7 +548,7 @@ class PrivateConnection:
         except BaseException:
             self._ledger.fail(ticket)
             raise
-        self._ledger.release(ticket, table)
+        self._ledger.release(ticket, replay.stored(table, plan))
         return Result(table, plan)
 
     def _exact(self, plan: PublicPlan | LocalPlan, analyst: str | None, clock: Deadline) -> Result:
@@ -645,7 +645,13 @@ class AnalystView:
 
     def answer(self, charge_id: int) -> pa.Table | None:
         """The answer of one of this analyst's released queries (None for any other id)."""
-        return self._db._ledger.answer(charge_id, analyst=self.name)
+        found = self.stored(charge_id)
+        return None if found is None else found[0]
+
+    def stored(self, charge_id: int) -> tuple[pa.Table, float | None] | None:
+        """``answer``, and the confidence level of its intervals (None: none, or not recorded)."""
+        table = self._db._ledger.answer(charge_id, analyst=self.name)
+        return None if table is None else replay.unstored(table)
 
 
 def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger=None,

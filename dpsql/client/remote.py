@@ -136,7 +136,8 @@ class Remote:
         return json.loads(self._call("GET", "/v1/schema"))
 
     def answer(self, charge_id: int) -> Result:
-        """An answer released earlier to this analyst, again, at no cost."""
+        """An answer released earlier to this analyst, again, at no cost, by its number in their own
+        history (``budget.history[i].id``: 1, 2, 3 ..., not the ledger's id)."""
         return self._result(self._call("GET", f"/v1/history/{int(charge_id)}", arrow=True))
 
     def _result(self, data: bytes) -> Result:
@@ -200,10 +201,12 @@ def rebuild_error(status: int, body: bytes, sql: str | None) -> Exception:
                                sql=sql if located else None, start=start if located else None,
                                end=end if located else None)
     if isinstance(err, errors.BudgetExceeded):
-        requested, remaining = doc.get("requested") or {}, doc.get("remaining") or {}
+        requested, remaining = doc.get("requested") or {}, doc.get("remaining")
         err.requested = (requested.get("epsilon", 0.0), requested.get("delta", 0.0))
-        err.remaining = (remaining.get("epsilon", 0.0), remaining.get("delta", 0.0))
-        err.difference = (err.requested[0] - err.remaining[0], err.requested[1] - err.remaining[1])
+        err.remaining = err.difference = None   # none: the shared total's figures are not the analyst's
+        if isinstance(remaining, dict):
+            err.remaining = (remaining.get("epsilon", 0.0), remaining.get("delta", 0.0))
+            err.difference = (err.requested[0] - err.remaining[0], err.requested[1] - err.remaining[1])
     return err
 
 
