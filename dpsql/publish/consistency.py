@@ -69,11 +69,12 @@ class Marginal:
         plan = result.plan
         outputs = {o.name: o for o in getattr(plan, "visible_outputs", ())}
         out = outputs.get(value)
-        if out is None or out.kind not in LINEAR or len(out.measurements) != 1:
+        measured = plan.measurement(out.measurements[0]) if out is not None and len(out.measurements) == 1 else None
+        if out is None or out.kind not in LINEAR or measured is None or measured.offset is not None:
             raise ConsistencyError("DP523", f"output {value!r} is not a DP COUNT or SUM of one measurement: its "
                                    "noise variance cannot be read from the plan")
         keys = tuple(o.name for o in plan.visible_outputs if o.kind == OutputKind.KEY)
-        return cls(result.arrow(), keys, value, plan.measurement(out.measurements[0]).std_dev ** 2)
+        return cls(result.arrow(), keys, value, measured.std_dev ** 2)
 
 
 @dataclass

@@ -268,14 +268,17 @@ def test_keys_that_are_not_subsets_of_one_table_are_refused():
 
 def test_marginals_read_from_results_with_their_plans_variances(db):
     total = db.sql("SELECT COUNT(*) AS n FROM people", epsilon=1.0, nonnegative=False)
-    by_state = db.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon=1.0)
-    by_both = db.sql("SELECT state, sex, COUNT(*) AS n FROM people GROUP BY state, sex", epsilon=1.0)
+    by_state = db.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon=1.0, nonnegative=False)
+    by_both = db.sql("SELECT state, sex, COUNT(*) AS n FROM people GROUP BY state, sex", epsilon=1.0, nonnegative=False)
     marginals = [Marginal.from_result(r, "n") for r in (total, by_state, by_both)]
     assert [m.keys for m in marginals] == [(), ("state",), ("state", "sex")]
     assert marginals[1].variance == pytest.approx(total.plan.measurements[0].std_dev ** 2) and marginals[1].variance > 1
     out = make_consistent(marginals, integer=True)
     assert_consistent(out, marginals, exact=True)
-    avg = db.sql("SELECT state, AVG(income) AS a FROM people GROUP BY state", epsilon=1.0)
+    sums = db.sql("SELECT state, SUM(income) AS s FROM people GROUP BY state", epsilon=1.0, nonnegative=False)
+    assert Marginal.from_result(sums, "s").variance == pytest.approx(sums.plan.measurements[0].std_dev ** 2)
+    assert Marginal.from_result(sums, "s").variance > 1000 * marginals[1].variance   # income's bound is 1000
+    avg = db.sql("SELECT state, AVG(income) AS a FROM people GROUP BY state", epsilon=1.0, nonnegative=False)
     with pytest.raises(ConsistencyError) as info:
         Marginal.from_result(avg, "a")
     assert info.value.code == "DP523"
