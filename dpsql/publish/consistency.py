@@ -194,8 +194,8 @@ def _grouping(cells: _Cells, m: Marginal, rows: np.ndarray) -> tuple[ls.Grouping
 
 def _groups(codes: np.ndarray, cols: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """The distinct key codes of the cells on ``cols`` and each cell's group among them."""
-    if not cols:   # a total: one group
-        return np.zeros((1, 0), dtype=np.int64), np.zeros(len(codes), dtype=np.int64)
+    if not cols:   # a total: one group, none without cells
+        return np.zeros((min(len(codes), 1), 0), dtype=np.int64), np.zeros(len(codes), dtype=np.int64)
     keys, group = np.unique(codes[:, cols], axis=0, return_inverse=True)
     return keys, group.reshape(-1).astype(np.int64)
 

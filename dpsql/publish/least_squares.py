@@ -39,7 +39,7 @@ class Grouping:
 
     def sums(self, x: np.ndarray) -> np.ndarray:
         """Each group's total of ``x``: A_T x."""
-        return np.bincount(self.group, weights=x, minlength=len(self.y))
+        return np.bincount(self.group, weights=x, minlength=len(self.y)).astype(float)   # float when empty too
 
 
 def parents(finer: Grouping, coarser: Grouping) -> np.ndarray:

@@ -265,6 +265,17 @@ def test_only_a_total_and_keys_in_another_order():
     assert out[0]["y"].type == pa.int64()
 
 
+def test_empty_tables():
+    total = Marginal(pa.table({"n": [12.0]}), (), "n", 2.0)
+    states = Marginal(pa.table({"state": ["a", "b"], "n": [3.0, 4.0]}), ("state",), "n", 2.0)
+    nothing = pa.table({"state": pa.array([], pa.string()), "county": pa.array([], pa.string()),
+                        "n": pa.array([], pa.float64())})
+    out = make_consistent([total, states, Marginal(nothing, ("state", "county"), "n", 2.0)])
+    assert out[2]["county"].to_pylist() == [None, None] and out[0]["n"].to_pylist() == [pytest.approx(31 / 3)]
+    empty = make_consistent([Marginal(pa.table({"n": pa.array([], pa.float64())}), (), "n", 2.0)])
+    assert empty[0].num_rows == 0 and empty[0]["n"].type == pa.float64()
+
+
 BAD = [
     ("DP520", Marginal(pa.table({"n": [1.0]}), (), "n", 0.0), "variance"),
     ("DP520", Marginal(pa.table({"n": [1.0]}), (), "n", float("inf")), "variance"),
