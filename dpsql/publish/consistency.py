@@ -111,7 +111,7 @@ def make_consistent(marginals: Sequence[Marginal], *, nonnegative: bool = True,
     groupings, groups = [p[0] for p in pairs], [p[1] for p in pairs]
     solve = _solver(list(marginals), groupings)
     n = len(cells.codes)
-    x = ls.nonnegative(solve, n) if nonnegative else solve(np.zeros(n, dtype=bool))
+    x = ls.nonnegative(solve, groupings, n) if nonnegative else solve(np.zeros(n, dtype=bool))
     if integer:
         x = ls.rounded(x, _chain(cells, marginals))
     return [_table(cells, m, g, r, x, integer) for m, g, r in zip(marginals, groupings, groups)]

@@ -92,10 +92,10 @@ def test_the_hierarchy_is_the_least_squares_solution_with_unequal_variances():
     assert_consistent(out, marginals)
 
 
-def two_way(seed: int, states: int = 5, sexes: int = 2, noise: float = 2.0):
+def two_way(seed: int, states: int = 5, sexes: int = 2, noise: float = 2.0, mean: float = 30.0):
     rng = np.random.default_rng(seed)
     keys = [(f"s{i}", f"x{j}") for i in range(states) for j in range(sexes)]
-    counts = rng.poisson(30, len(keys)).astype(float)
+    counts = rng.poisson(mean, len(keys)).astype(float)
     st = sorted({a for a, _ in keys})
     sx = sorted({b for _, b in keys})
 
@@ -209,6 +209,27 @@ def test_non_negative_cells_keep_every_table_consistent(solver):
         assert min(table["n"].to_pylist()) >= 0
     assert min(marginals[2].table["n"].to_pylist()) < 0
     assert_consistent(out, marginals)
+
+
+@pytest.mark.parametrize("seed", [0, 9, 23])   # the block iteration without its freeing step misses these
+def test_non_negative_cells_are_the_non_negative_least_squares_optimum(seed):
+    # Against scipy's NNLS (Lawson and Hanson) on the explicit weighted matrix: a hierarchy and a
+    # two-way set, small counts under Laplace noise of b = 3, so many cells sit at 0.
+    from scipy.optimize import nnls
+    pairs, counts = hierarchy(seed, states=5, mean=2.0)
+    sets = [(tables(pairs, counts, laplace(np.random.default_rng(seed), 3.0, len(pairs)), variances=(40.0, 18.0, 9.0)),
+             [{"state": s, "county": c} for s, c in pairs], ["state", "county"])]
+    keys, _, two = two_way(seed, states=4, sexes=3, noise=4.0, mean=2.0)
+    sets.append((two, [{"state": a, "sex": b} for a, b in keys], ["state", "sex"]))
+    for marginals, cells, names in sets:
+        out = make_consistent(marginals)
+        rows = [[all(c[k] == v for k, v in zip(m.keys, key)) / np.sqrt(m.variance) for c in cells]
+                for m in marginals for key in as_dict(m.table, list(m.keys))]
+        ys = [y / np.sqrt(m.variance) for m in marginals for y in as_dict(m.table, list(m.keys)).values()]
+        want, _ = nnls(np.array(rows, dtype=float), np.array(ys))
+        got = as_dict(out[-1], names)
+        assert [got[tuple(c[k] for k in names)] for c in cells] == pytest.approx(list(want), abs=1e-6)
+        assert (want == 0).any()
 
 
 def test_integer_cells_keep_every_table_consistent_and_near_the_real_ones():
