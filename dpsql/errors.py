@@ -222,3 +222,10 @@ class RandomizeError(DpsqlError):
     """``dpsql randomize`` cannot randomize the table as asked (DP510-DP513): an unknown column, a column
     without a public domain, a value outside it, an output that exists. Nothing is written."""
     code = "DP510"
+
+
+class ConsistencyError(DpsqlError):
+    """Released tables that ``dpsql/publish/consistency.py`` cannot make consistent (DP520-DP523): a
+    malformed table, a cell twice, keys that are not subsets of one table's, an output whose noise
+    variance the plan does not give. Released values only: nothing is spent, nothing private shown."""
+    code = "DP520"
