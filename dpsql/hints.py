@@ -82,7 +82,7 @@ HINTS = {
     "DP512": "map every value into the domain first (COALESCE(col, 'unknown'))",
     "DP513": "write to a new output: two randomizations kept cost both epsilons",
     "DP520": "give each marginal its key columns, a value column of finite numbers and its noise variance > 0 "
-             "(Laplace of scale b: 2 b^2; Gaussian of sigma s: s^2)",
+             "(the square of the noise's standard deviation; explain shows each measurement's noise)",
     "DP521": "release each group once per table: merge or drop the repeated cell",
     "DP522": "pass tables whose keys are subsets of one table's keys, and that table (the finest) with them",
     "DP523": "pass a COUNT or SUM output, or build the Marginal with its variance yourself",
