@@ -35,6 +35,7 @@ class DpsqlError(Exception):
 
     code = "DP999"
     default_rule: str | None = None   # the rule a refusal of this class names unless told another
+    statement: str | None = None      # the statement of a batch it refused (api/batch.py), if any
 
     def __init__(self, code: str | None = None, message: str = "", *, hint: str = "",
                  sql: str | None = None, start: int | None = None, end: int | None = None,

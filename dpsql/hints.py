@@ -71,6 +71,8 @@ HINTS = {
     "DP423": "send the request body at once; nothing was spent",
     "DP424": "retry after the Retry-After seconds: free requests are rate-limited per analyst",
     "DP425": "retry later, or ask a cheaper query; nothing was spent",
+    "DP426": "give the batch an epsilon to split, weights > 0 or explicit epsilons within it, and each statement "
+             "its own name; nothing was spent",
     # The data owner's set-up.
     "DP501": "fix the policy entry that the message names",
     "DP502": "make the policy and the data agree on the table and column that the message names",
