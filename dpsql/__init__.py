@@ -8,12 +8,12 @@
 ['flag', 'n']
 """
 from dpsql.accounting.budget import Budget
-from dpsql.api.connection import PrivateConnection, Result, connect
+from dpsql.api.connection import Answers, PrivateConnection, Result, Statement, connect
 from dpsql.errors import BudgetExceeded, DpsqlError
 from dpsql.plan.model import Plan
 from dpsql.client.remote import Remote, remote
 from dpsql.api.randomize import randomize
 
 __all__ = ["connect", "remote", "randomize", "PrivateConnection", "Remote", "Result", "Plan", "Budget", "DpsqlError",
-           "BudgetExceeded"]
+           "BudgetExceeded", "Statement", "Answers"]
 __version__ = "0.1.0"

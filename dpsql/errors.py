@@ -35,6 +35,7 @@ class DpsqlError(Exception):
 
     code = "DP999"
     default_rule: str | None = None   # the rule a refusal of this class names unless told another
+    statement: str | None = None      # the statement of a batch it refused (api/batch.py), if any
 
     def __init__(self, code: str | None = None, message: str = "", *, hint: str = "",
                  sql: str | None = None, start: int | None = None, end: int | None = None,
@@ -144,10 +145,18 @@ class BudgetExceeded(DpsqlError):
 
     def __init__(self, requested, remaining, *, budget: str | None = None, composed: str = "", **kw):
         self.requested = requested
-        self.remaining = remaining
         # Which budget: None for a ledger's only one (the owner's), else "the total, ..." or "analyst 'x'".
         self.budget = budget
         which = "" if budget is None else f" of {budget}"
+        if remaining is None:   # the total shared by analysts: what is left of it is not theirs to know
+            self.remaining = self.difference = None
+            kw["hint"] = kw.get("hint") or ("nothing was spent; repeat an identical earlier query (replayed at no "
+                                            "cost), or ask the data owner to raise the total budget")
+            super().__init__("DP402", f"privacy budget{which} exceeded: requested epsilon={requested[0]:g}, "
+                             f"delta={requested[1]:g}; what is left of it is not shown (it would tell how much "
+                             "the other analysts spent)", **kw)
+            return
+        self.remaining = remaining
         self.difference = (requested[0] - remaining[0], requested[1] - remaining[1])
         kw["hint"] = kw.get("hint") or _budget_hint(remaining)
         # An accountant that composes more tightly than a sum (zcdp, pld) says what the history with this
@@ -214,3 +223,10 @@ class RandomizeError(DpsqlError):
     """``dpsql randomize`` cannot randomize the table as asked (DP510-DP513): an unknown column, a column
     without a public domain, a value outside it, an output that exists. Nothing is written."""
     code = "DP510"
+
+
+class ConsistencyError(DpsqlError):
+    """Released tables that ``dpsql/publish/consistency.py`` cannot make consistent (DP520-DP523): a
+    malformed table, a cell twice, keys that are not subsets of one table's, an output whose noise
+    variance the plan does not give. Released values only: nothing is spent, nothing private shown."""
+    code = "DP520"

@@ -53,6 +53,7 @@ HINTS = {
     "DP316": "the data owner declares lower/upper bounds for the column in the policy",
     "DP317": "ask the subquery as a query of its own, then use its released value as a literal",
     "DP330": "ask the query through the connection (db.sql), which chooses the bounds first, or declare them",
+    "DP331": "give clipping_epsilon below the query's epsilon, or leave it out for 10% of it",
     # Parameters and budgets.
     "DP401": "epsilon > 0 and finite; 0 <= delta < 1; a deadline > 0 seconds",
     "DP402": "ask with a smaller epsilon, or ask the data owner for more budget; nothing was spent",
@@ -70,6 +71,8 @@ HINTS = {
     "DP423": "send the request body at once; nothing was spent",
     "DP424": "retry after the Retry-After seconds: free requests are rate-limited per analyst",
     "DP425": "retry later, or ask a cheaper query; nothing was spent",
+    "DP426": "give the batch an epsilon to split, weights > 0 or explicit epsilons within it, and each statement "
+             "its own name; nothing was spent",
     # The data owner's set-up.
     "DP501": "fix the policy entry that the message names",
     "DP502": "make the policy and the data agree on the table and column that the message names",
@@ -80,6 +83,11 @@ HINTS = {
     "DP511": "give the column a public domain: --domain col=a,b,c, the policy's keys, or a BOOLEAN column",
     "DP512": "map every value into the domain first (COALESCE(col, 'unknown'))",
     "DP513": "write to a new output: two randomizations kept cost both epsilons",
+    "DP520": "give each marginal its key columns, a value column of finite numbers and its noise variance > 0 "
+             "(the square of the noise's standard deviation; explain shows each measurement's noise)",
+    "DP521": "release each group once per table: merge or drop the repeated cell",
+    "DP522": "pass tables whose keys are subsets of one table's keys, and that table (the finest) with them",
+    "DP523": "pass a COUNT or SUM output, or build the Marginal with its variance yourself",
     # Failures.
     "DP900": "the budget stays spent; the owner's log has the cause",
     "DP901": "the budget stays spent; ask a cheaper query, or for a longer deadline",

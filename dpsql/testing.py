@@ -40,13 +40,17 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.accounting.ledger import Ledger
+from dpsql.api.accountant import Accountant
 from dpsql.api.connection import PrivateConnection
+from dpsql.api.executor import Executor, keys_of_values
+from dpsql.api.planner import Planner
 from dpsql.api.plan_cache import PlanCache
 from dpsql.engines import duckdb_schema
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.lower.names import choice_function, top_k_function
 from dpsql.mechanisms.quantile_rules import noiseless
 from dpsql.mechanisms.randomness import RandomSource
+from dpsql.plan.local import LocalPlan
 from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
 
@@ -122,24 +126,32 @@ def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: 
     ``stage="measurements"``: a check of the last stage's measurements on neighbouring databases holds
     the earlier stages' values fixed, as their noise makes them; those stages are queries of their
     own, checked as such)."""
-    options.setdefault("limits", db._auto_limits.get(sql))
+    planning, running = planner(db), executor(db)
+    options.setdefault("limits", planning.auto_limits.get(sql))
     lowering = dict(noise_function=_function(db, noise), sampling=sampling, stage=stage, **options)
-    plan = db._lowered(sql, epsilon, delta, **lowering)
+    plan = planning.lowered(sql, epsilon, delta, **lowering)
+    if isinstance(plan, Plan) and plan.then is not None and stage == "output":
+        # a public last stage (plan/model.py PublicStage): the release's rows fill its table (kept), then
+        # the last stage is what runs; at other stages the release's own lowering is the query's
+        _engine(db).hold(plan.then.values)
+        running.fill(plan.then.values, fetch(db, bind(db, plan.rewritten_sql)), keys_of_values(plan.then.values))
+        return plan.then.plan
     if not isinstance(plan, Plan) or not plan.stages:
         return plan
     earlier = earlier or ("zero" if stage == "measurements" else noise)
     values = []
     for s in plan.stages:
-        ran = db._lowered(s.plan.sql, s.plan.epsilon, s.plan.delta, noise_function=_function(db, earlier),
+        ran = planning.lowered(s.plan.sql, s.plan.epsilon, s.plan.delta, noise_function=_function(db, earlier),
                           sampling=sampling)
         table = fetch(db, bind(db, ran.rewritten_sql))
         values.append(table.column(0)[0].as_py() if table.num_rows == 1 else None)
         if s.values is not None:   # a correlated stage: its rows fill the table the last stage reads (kept)
             _engine(db).hold(s.values)
-            db._fill(plan, s.values, table)
+            (lookup,) = [lookup for lookup in plan.table.lookups if lookup.table == s.values.name]
+            running.fill(s.values, table, lookup.columns)
     if any(s.values is not None for s in plan.stages):
         return plan
-    last = db._last_stage(sql, plan, values, lowering)
+    last = planning.last_stage(sql, plan, values, lowering)
     return dataclasses.replace(last, sql=sql, epsilon=plan.epsilon, delta=plan.delta, stages=plan.stages)
 
 
@@ -171,17 +183,53 @@ def duckdb_connection(db: PrivateConnection) -> duckdb.DuckDBPyConnection:
 
 def ledger(db: PrivateConnection) -> Ledger:
     """The budget ledger ``db`` charges (tests close it to let another process lock the file)."""
-    return db._ledger
+    return accountant(db).ledger
+
+
+def planner(db: PrivateConnection) -> Planner:
+    """``db``'s planner (api/planner.py): text to plans, its plan cache, the automatic bounds chosen."""
+    return db._planner
+
+
+def executor(db: PrivateConnection) -> Executor:
+    """``db``'s executor (api/executor.py): bound plans run, the noise drawn."""
+    return db._executor
+
+
+def accountant(db: PrivateConnection) -> Accountant:
+    """``db``'s accountant (api/accountant.py): costs, replay keys, the ledger's charges."""
+    return db._accountant
+
+
+PARTS = {"planner": "_planner", "executor": "_executor", "accountant": "_accountant"}
+
+
+@contextlib.contextmanager
+def injected(db: PrivateConnection, *, planner: Planner | None = None, executor: Executor | None = None,
+             accountant: Accountant | None = None) -> Iterator[PrivateConnection]:
+    """``db`` with some of its three parts replaced while the block runs (a test's own subclass or
+    wrapper: a ledger that fails, an executor that watches each run, a planner that counts), then its
+    own again: tests inject parts instead of patching a connection's attributes. ``sql``, ``sql_batch``
+    and ``explain`` go through whatever parts are in place."""
+    given = {"planner": planner, "executor": executor, "accountant": accountant}
+    saved = {name: getattr(db, PARTS[name]) for name, part in given.items() if part is not None}
+    for name in saved:
+        setattr(db, PARTS[name], given[name])
+    try:
+        yield db
+    finally:
+        for name, part in saved.items():
+            setattr(db, PARTS[name], part)
 
 
 def noise_function(db: PrivateConnection) -> str:
     """The name of ``db``'s real noise UDF, as its rewritten SQL calls it."""
-    return db._noise_function
+    return executor(db).noise_function
 
 
 def forget_plans(db: PrivateConnection) -> None:
     """Empty ``db``'s plan cache (api/plan_cache.py): the next query is planned from scratch."""
-    db._plans.clear()
+    planner(db).plans.clear()
 
 
 def forget_key_checks() -> None:
@@ -193,31 +241,30 @@ def forget_key_checks() -> None:
 def keep_plans(db: PrivateConnection, per_analyst: int) -> None:
     """Give ``db`` a new, empty plan cache that keeps ``per_analyst`` plans per analyst (tests reach
     its bound with a few queries)."""
-    db._plans = PlanCache(per_analyst)
+    planner(db).plans = PlanCache(per_analyst)
 
 
 @contextlib.contextmanager
 def plannings(db: PrivateConnection) -> Iterator[list[str]]:
     """The SQL of every query ``db`` plans (parses, validates, plans, lowers) while the block runs, in
     order: a query whose plan the cache kept is not in it. Tests see what api/plan_cache.py keeps."""
-    lowered, shadowed, seen = db._lowered, "_lowered" in vars(db), []
+    planning, seen = planner(db), []
+    lowered = planning.lowered
 
-    def counted(sql: str, *args, **kwargs) -> Plan | PublicPlan:
+    def counted(sql: str, *args, **kwargs) -> Plan | PublicPlan | LocalPlan:
         seen.append(sql)
         return lowered(sql, *args, **kwargs)
-    db._lowered = counted   # type: ignore[method-assign]
+    # On the planner itself, not a copy: planning changes its state (the automatic bounds chosen).
+    planning.lowered = counted   # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        if shadowed:
-            db._lowered = lowered   # type: ignore[method-assign]
-        else:
-            del db._lowered
+        del planning.lowered
 
 
 def random_source(db: PrivateConnection) -> RandomSource:
     """Where ``db``'s noise draws its randomness."""
-    return db._source
+    return executor(db).source
 
 
 def bind(db: PrivateConnection, sql: str) -> duckdb.DuckDBPyRelation:

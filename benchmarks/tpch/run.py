@@ -278,13 +278,23 @@ def _ms(seconds) -> str:
     return "" if seconds is None else f"{seconds * 1000:.1f}"
 
 
+def _rest(env: dict) -> str:
+    """How an updated run (--update) was put together."""
+    rest = env.get("rest_from")
+    if rest is None:
+        return ""
+    return (f"; {', '.join(q.upper() for q in env['updated_queries'])} from that run, the other queries from "
+            f"dpsql {rest['dpsql_commit']} (load average {rest['load_average_1min']}), {rest['date']}")
+
+
 def table(result: dict) -> str:
     """The markdown table of one run (the block README.md holds between this SF's markers)."""
     eps = result["epsilons"]
     env = result["environment"]
     lines = [f"SF {sf_label(result['sf'])}, epsilon {', '.join(f'{e:g}' for e in eps)}, delta "
              f"{result['delta']:g}, median of {result['runs']} runs; dpsql {env['dpsql_commit']}, DuckDB "
-             f"{env['duckdb']}, {env['machine']} (load average {env['load_average_1min']} at the end), {env['date']}.", ""]
+             f"{env['duckdb']}, {env['machine']} (load average {env['load_average_1min']} at the end), {env['date']}"
+             + _rest(env) + ".", ""]
     if not result["policy_loaded"]:
         err = result["policy_error"]
         lines += [f"**The policy was not loaded** ({err.get('code') or err.get('type')}): "
@@ -341,6 +351,19 @@ def _json_default(value):
     return str(value)
 
 
+def updated(saved: dict, new: dict) -> dict:
+    """The saved run with the new run's queries in place of theirs (the rest kept, with the environment of
+    both stated); refused when the two runs do not measure the same thing."""
+    same = ("sf", "epsilons", "delta", "runs", "policy")
+    if any(saved.get(k) != new.get(k) for k in same):
+        raise SystemExit(f"--update: the saved run differs in {[k for k in same if saved.get(k) != new.get(k)]}")
+    rows = {q["query"]: q for q in saved["queries"]}
+    rows.update({q["query"]: q for q in new["queries"]})
+    environment = {**new["environment"], "updated_queries": [q["query"] for q in new["queries"]],
+                   "rest_from": saved["environment"]}
+    return {**saved, "environment": environment, "queries": [rows[k] for k in sorted(rows)]}
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -352,6 +375,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--policy", type=Path, default=POLICY, help="the policy (default policy.yaml here)")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR, help="cache of generated data (default data/)")
     parser.add_argument("--no-readme", action="store_true", help="do not write the table into README.md")
+    parser.add_argument("--update", action="store_true",
+                        help="replace only these queries' rows in the saved results (same SF, epsilons, policy) "
+                             "and rewrite the table from them")
     args = parser.parse_args(argv)
     queries = ALL if args.queries is None else tuple(int(q) for q in args.queries.split(",") if q.strip())
     if not set(queries) <= set(ALL):
@@ -361,6 +387,8 @@ def main(argv=None) -> dict:
     RESULTS.mkdir(exist_ok=True)
     probe = "" if args.policy.resolve() == POLICY else f"-{args.policy.stem}"
     out = RESULTS / f"sf{sf_label(args.sf)}{probe}.json"
+    if args.update:
+        result = updated(json.loads(out.read_text()), result)
     out.write_text(json.dumps(result, indent=1, default=_json_default) + "\n")
     print(f"wrote {out.relative_to(HERE.parents[1])}")
     if not args.no_readme:

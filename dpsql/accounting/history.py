@@ -79,9 +79,10 @@ class Kept:
         assert self.accountant is not None
         return self.total if analyst is None else self.by.get(analyst, self.accountant.empty())
 
-    def advance(self, last_id: int, total: Any, analyst: str | None, own: Any) -> None:
-        """One charge committed by this process (id ``last_id``), composed into ``total`` (and ``own``)."""
-        self.seen, self.count, self.total = last_id, self.count + 1, total
+    def advance(self, last_id: int, total: Any, analyst: str | None, own: Any, charges: int = 1) -> None:
+        """``charges`` committed by this process in one transaction (the newest id ``last_id``), composed
+        into ``total`` (and ``own``)."""
+        self.seen, self.count, self.total = last_id, self.count + charges, total
         if analyst is not None:
             self.by[analyst] = own
 

@@ -30,14 +30,16 @@ dpsql.errors.BudgetExceeded: error[DP402]: privacy budget exceeded: requested ep
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import math
+import operator
 import sqlite3
 import threading
 import warnings
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Callable, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
 
 import pyarrow as pa
 
@@ -82,6 +84,18 @@ class Ticket:
     @property
     def replayed(self) -> bool:
         return self.answer is not None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One charge asked of ``reserve_many``: what ``reserve`` takes, but the analyst (one per batch)."""
+    cost: Cost
+    sql: str
+    plan: str
+    replay_key: str | None = None
+    data_version: str | None = None
+    fresh: bool = False
+    releases: Iterable | None = None
 
 
 class Ledger:
@@ -142,37 +156,66 @@ class Ledger:
             AuthError (DP407): the analyst is unknown or revoked; nothing is written.
             LedgerError (DP404-DP406): the ledger is foreign, locked or corrupt; nothing is spent.
         """
-        charge = Charged(cost.epsilon, cost.delta, None if releases is None else tuple(releases))
+        request = Request(cost, sql, plan, replay_key, data_version, fresh, releases)
+        return self.reserve_many([request], analyst=analyst)[0]
+
+    def reserve_many(self, requests: Sequence[Request], *, analyst: str | None = None) -> list[Ticket]:
+        """``reserve`` for a batch, all or nothing, in ONE ``BEGIN IMMEDIATE`` transaction: each request
+        replays an earlier identical answer or is charged; the charged ones are checked together (the
+        history composed with all of them: a composition only grows as charges join it, so if all fit,
+        every prefix fits) and inserted as one row each, committed at once. A refusal (BudgetExceeded,
+        AuthError, LedgerError) writes nothing, not even a replay's count. Tickets in the requests' order."""
+        charges = [Charged(r.cost.epsilon, r.cost.delta, None if r.releases is None else tuple(r.releases))
+                   for r in requests]
         with self._lock, self._store.errors("charge"):
             db = self._store.ensure()
-            self._catch_up(db, charge)
+            self._catch_up(db, charges)
             with self._store.transaction(db):
                 own = None if analyst is None else self._can_spend(db, analyst)
-                if replay_key is not None and not fresh:
-                    row = db.execute("SELECT id, answer FROM charges WHERE replay_key = ? AND analyst IS ? AND "
-                                     "status = 'released' AND answer IS NOT NULL ORDER BY id DESC LIMIT 1",
-                                     [replay_key, analyst]).fetchone()
-                    if row is not None:
-                        answer = self._store.decode_answer(row[1])
-                        db.execute("UPDATE charges SET replays = replays + 1 WHERE id = ?", [row[0]])
-                        return Ticket(row[0], answer)
+                tickets: list[Ticket | None] = [self._replayed(db, r, analyst) for r in requests]
+                new = [(r, c) for r, c, t in zip(requests, charges, tickets) if t is None]
+                if not new:
+                    return [t for t in tickets if t is not None]
                 total, name = self._store.in_force(db)
                 accountant = self._accountant(name)
+                charged = [c for _, c in new]
                 mine = None if own is None else self._fits(
-                    db, accountant, charge, own, analyst, budget=f"analyst {analyst!r}",
+                    db, accountant, charged, own, analyst, budget=f"analyst {analyst!r}",
                     hint="nothing was spent; ask for less, repeat an identical earlier query (free), "
                          "or ask the data owner for a top-up (dpsql analyst top-up)")
-                after = self._fits(db, accountant, charge, total, None,
-                                   budget=None if analyst is None else "the total (shared by every analyst)")
-                cursor = db.execute(
-                    "INSERT INTO charges (time, sql, plan, epsilon, delta, composition, status, replay_key, "
-                    "data_version, analyst, releases) VALUES (?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
-                    [now(), recorded(sql), recorded(plan), str(cost.epsilon), str(cost.delta),
-                     accountant.name, replay_key, data_version, analyst, history.encode(charge.releases)])
-                ticket = Ticket(cursor.lastrowid)
-            # Committed: what the checks composed is the kept history now (it was read up to this id).
-            self._kept.advance(ticket.id, after, analyst, mine)
-            return ticket
+                after = self._fits(db, accountant, charged, total, None,
+                                   budget=None if analyst is None else "the total (shared by every analyst)",
+                                   hidden=analyst is not None)
+                made = iter([self._insert(db, r, c, accountant.name, analyst) for r, c in new])
+                done = [t if t is not None else next(made) for t in tickets]
+            # Committed: what the checks composed is the kept history now (it was read up to these ids).
+            self._kept.advance(max(t.id for t in done if not t.replayed), after, analyst, mine, len(new))
+            return done
+
+    def _replayed(self, db: sqlite3.Connection, request: Request, analyst: str | None) -> Ticket | None:
+        """The analyst's newest released answer under ``request``'s replay key (its replay counted), or None."""
+        if request.replay_key is None or request.fresh:
+            return None
+        row = db.execute("SELECT id, answer FROM charges WHERE replay_key = ? AND analyst IS ? AND "
+                         "status = 'released' AND answer IS NOT NULL ORDER BY id DESC LIMIT 1",
+                         [request.replay_key, analyst]).fetchone()
+        if row is None:
+            return None
+        answer = self._store.decode_answer(row[1])
+        db.execute("UPDATE charges SET replays = replays + 1 WHERE id = ?", [row[0]])
+        return Ticket(row[0], answer)
+
+    @staticmethod
+    def _insert(db: sqlite3.Connection, request: Request, charge: Charged, composition: str,
+                analyst: str | None) -> Ticket:
+        cursor = db.execute(
+            "INSERT INTO charges (time, sql, plan, epsilon, delta, composition, status, replay_key, "
+            "data_version, analyst, releases) VALUES (?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
+            [now(), recorded(request.sql), recorded(request.plan), str(request.cost.epsilon),
+             str(request.cost.delta), composition, request.replay_key, request.data_version, analyst,
+             history.encode(charge.releases)])
+        assert cursor.lastrowid is not None
+        return Ticket(cursor.lastrowid)
 
     def release(self, ticket: Ticket, answer: pa.Table | None) -> None:
         """Mark a charge released and keep its answer for replay (None: keep none; a query over public
@@ -407,7 +450,7 @@ class Ledger:
                                       "of dpsql")
         return found
 
-    def _catch_up(self, db: sqlite3.Connection, charge: Charged) -> None:
+    def _catch_up(self, db: sqlite3.Connection, charges: list[Charged]) -> None:
         """Compose the history committed so far, and the new charge alone, before taking the write lock,
         so that the charge's ``BEGIN IMMEDIATE`` composes only what other writers committed since with
         the charge (a process's first pld charge imports dp-accounting, builds its releases' PLDs and
@@ -417,7 +460,7 @@ class Ledger:
         try:
             accountant = self._accountant(self._store.in_force(db)[1])
             self._spent(db, accountant)
-            accountant.compose(accountant.empty(), [charge])
+            accountant.compose(accountant.empty(), charges)
         finally:
             db.execute("COMMIT")
 
@@ -427,16 +470,20 @@ class Ledger:
         self._kept, state = history.spent(self._kept, db, accountant, analyst, self._store.corrupt)
         return state
 
-    def _fits(self, db: sqlite3.Connection, accountant: Accountant, charge: Charged, total: Cost,
-              analyst: str | None, *, budget: str | None, hint: str = ""):
-        """The history of ``analyst`` (None: all) with ``charge``, if the accountant finds it fits
-        ``total``; else BudgetExceeded (nothing written)."""
+    def _fits(self, db: sqlite3.Connection, accountant: Accountant, charges: list[Charged], total: Cost,
+              analyst: str | None, *, budget: str | None, hint: str = "", hidden: bool = False):
+        """The history of ``analyst`` (None: all) with ``charges``, if the accountant finds it fits
+        ``total``; else BudgetExceeded (nothing written), requesting their sum. ``hidden``: the total
+        checked for an analyst, refused without its figures: what is left of it tells how much the
+        other analysts spent."""
         state = self._spent(db, accountant, analyst)
-        after = accountant.compose(state, [charge])
+        after = accountant.compose(state, charges)
         if accountant.fits(after, total):
             return after
+        requested = (_summed([c.epsilon for c in charges]), _summed([c.delta for c in charges]))
+        if hidden:
+            raise BudgetExceeded(requested, None, budget=budget)
         now_ = accountant.report(state, total)
-        requested = (charge.epsilon, charge.delta)
         if not now_.at_delta:    # sums: the exact remaining and difference, as ever
             raise BudgetExceeded(requested, total - state, budget=budget, hint=hint)
         would = accountant.report(after, total).spent[0]
@@ -447,10 +494,16 @@ class Ledger:
                      f"delta={total.delta:g}, more than {total.epsilon:g}")
 
 
+def _summed(amounts: list[Decimal]) -> Decimal:
+    """A batch's amounts added exactly, written as typed (one amount as it is; 1.25 + 1.25 as 2.5, not 2.50)."""
+    total = functools.reduce(operator.add, amounts)
+    return total if len(amounts) == 1 or total == total.to_integral_value() else total.normalize()
+
+
 def _no_analyst(analyst: str | None) -> AuthError:
     """No ledger file yet, so no analyst: the same refusal as an unknown one."""
     shown = "unknown or revoked analyst token" if analyst is None else f"there is no analyst {analyst!r} in this ledger"
     return AuthError("DP407", shown, hint="ask the data owner for a token (dpsql analyst add)")
 
 
-__all__ = ["Ledger", "LedgerError", "Ticket", "Analyst", "default_ledger_path", "MEMORY"]
+__all__ = ["Ledger", "LedgerError", "Request", "Ticket", "Analyst", "default_ledger_path", "MEMORY"]

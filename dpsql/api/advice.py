@@ -15,7 +15,10 @@ by released values (ORDER BY ... LIMIT/OFFSET, HAVING) whose spread the noise ex
 within which every candidate's noise lies at 95% (a union bound over the candidate groups: the policy's
 number of partitions, or the released rows under partition selection) is larger than the spread of the
 chosen values (max - min, against twice that half-width: noise alone spreads values that far; one row:
-its distance from 0, against the half-width), so noise alone could have chosen and ordered them; (8) most, but not all, released rows of a count or sum lie within their 95% noise of 0 (all: rule 2).
+its distance from 0, against the half-width), so noise alone could have chosen and ordered them; (8) most, but not all, released rows of a count or sum lie within their 95% noise of 0 (all: rule 2);
+(9) with the clipping report (plan/clipping.py, a release paid for by the query), some group's share of
+people whose contribution bounding cut is material: the lower end of its interval (api/clipping.py) is
+above MATERIAL.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
+from dpsql.api.display import CLIPPING_FIELDS
 from dpsql.plan.aggregates import AGGREGATES, released_directly
 from dpsql.plan.kinds import OutputKind, Quantity
 from dpsql.plan.outputs import half_width, has_ratio
@@ -58,9 +62,36 @@ def plan_warnings(plan: Plan) -> list[str]:
     return out
 
 
-def result_warnings(plan: Plan, table: pa.Table) -> list[str]:
-    """What the plan and the released rows tell together (post-processing: free)."""
-    out = plan_warnings(plan)
+# Rule 9: a share of a group's people cut by bounding that changes an answer materially.
+MATERIAL = 0.05
+
+
+def clipping_warning(report: pa.Table | None) -> list[str]:
+    """Rule 9: groups whose released share of people cut by bounding is, at its interval's lower end,
+    above MATERIAL (the clipping report's release: post-processing, free)."""
+    if report is None or report.num_rows == 0:
+        return []
+    lows = report.column("fraction_ci_low").to_pylist()
+    material = [i for i, low in enumerate(lows) if low is not None and low > MATERIAL]
+    if not material:
+        return []
+    worst = max(material, key=lambda i: lows[i])
+    keys = [c for c in report.column_names if c not in CLIPPING_FIELDS]
+    where = ", ".join(f"{k} = {report.column(k)[worst].as_py()!r}" for k in keys)
+    return [f"bounding changed the answer materially: in {len(material)} of {report.num_rows} group(s) at least "
+            f"{MATERIAL:.0%} of the people had rows cut or values clamped (the lower end of the clipping report's "
+            f"{_LEVEL} interval; {lows[worst]:.0%} at least" + (f" where {where}" if where else "") + "); the "
+            "intervals cover the noise around the bounded values, not this bias; raising max_rows_per_unit, "
+            "max_groups_per_unit (OPTIONS(max_groups_contributed)) or the columns' bounds cuts fewer (and adds "
+            "noise); result.clipping has every group's share"]
+
+
+def result_warnings(plan: Plan, table: pa.Table, clipping: pa.Table | None = None) -> list[str]:
+    """What the plan and the released rows tell together, and the clipping report if released
+    (post-processing: free)."""
+    out = plan_warnings(plan) + clipping_warning(clipping)
+    if plan.then is not None:   # the rows are the public last stage's, not the release's (plan/model.py PublicStage)
+        return out
     swamped = {o.name for o, _ in _swamped(plan)}
     visible = [o for o in plan.visible_outputs if o.name not in swamped and o.name in table.column_names]
     noisy = [f"{o.name} (+-{plan.measurement(o.measurements[0]).error:.3g})" for o in visible

@@ -91,6 +91,7 @@ class Released:
     plan: Plan | PublicPlan | LocalPlan
     replayed: bool = False
     warnings: tuple[str, ...] | list[str] = ()
+    clipping: pa.Table | None = None   # the clipping report (api/clipping.py), when asked for
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -167,7 +168,32 @@ def footer(result: Released, shown_rows: int) -> list[str]:
     if isinstance(plan, LocalPlan):
         lines.append(f"local model: debiased from reports randomized at epsilon {plan.respondent_epsilon:g} per "
                      f"respondent, [low, high] {plan.confidence * 100:g}% intervals; no central budget spent")
+    lines += clipping_lines(result.clipping) if result.clipping is not None else []
     return lines + [f"warning: {w}" for w in result.warnings]
+
+
+# The clipping report's groups shown in the footer (result.clipping has them all).
+CLIPPING_SHOWN = 5
+
+
+def clipping_lines(report: pa.Table) -> list[str]:
+    """The clipping report in one line: each group's share of people whose rows or values bounding
+    cut, with its interval and the noisy count of people (the first CLIPPING_SHOWN groups)."""
+    keys = [c for c in report.column_names if c not in CLIPPING_FIELDS]
+    rows = report.to_pylist()
+
+    def one(row: dict) -> str:
+        where = ", ".join(format_cell(row[k]) for k in keys)
+        share = "-" if row["fraction"] is None else f"{row['fraction']:.0%}"
+        return (f"{where + ': ' if where else ''}{share} [{row['fraction_ci_low']:.0%}, "
+                f"{row['fraction_ci_high']:.0%}] of ~{row['people']} people")
+    more = f"; ... {len(rows) - CLIPPING_SHOWN} more in result.clipping" if len(rows) > CLIPPING_SHOWN else ""
+    return ["clipping report (people whose rows or values the bounds cut, 95% intervals): "
+            + "; ".join(one(r) for r in rows[:CLIPPING_SHOWN]) + more]
+
+
+CLIPPING_FIELDS = ("clipped", "clipped_ci_low", "clipped_ci_high", "people", "fraction", "fraction_ci_low",
+                   "fraction_ci_high")
 
 
 def box_table(result: Released, max_rows: int | None = 40, max_width: int | None = None) -> str:

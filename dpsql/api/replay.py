@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 from enum import Enum
 
+import pyarrow as pa
+
 from dpsql.accounting.budget import Cost
 from dpsql.accounting.identity import FORMAT, canonical
 from dpsql.frontend.parse import DIALECT, parse
@@ -37,6 +39,31 @@ def normalise_sql(sql: str) -> tuple[str, tuple[str, ...]]:
         text = " ".join(sql.split())
     names = tuple(e.alias_or_name for e in getattr(statement, "expressions", None) or ())
     return text, names
+
+
+LEVEL = b"dpsql.ci"   # a stored answer's intervals' confidence level, in its Arrow schema's metadata
+
+
+def stored(table: pa.Table, plan: Plan) -> pa.Table:
+    """A released answer as the ledger keeps it: with its intervals' level, so that the answer shown again
+    from the history (GET /v1/history/N) labels its intervals as the fresh one did. The level is the
+    analyst's own parameter, public.
+
+    >>> stored(pa.table({"n": [1]}), Plan.__new__(Plan)).schema.metadata is None
+    True
+    """
+    level = getattr(plan, "confidence", None)
+    if level is None:
+        return table
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), LEVEL: repr(float(level)).encode()})
+
+
+def unstored(table: pa.Table) -> tuple[pa.Table, float | None]:
+    """A stored answer as the analyst got it (without the level's metadata), and that level (None: no
+    intervals, or an answer stored before levels were kept)."""
+    meta = dict(table.schema.metadata or {})
+    level = meta.pop(LEVEL, None)
+    return table.replace_schema_metadata(meta or None), None if level is None else float(level)
 
 
 def replay_key(normalised: tuple[str, tuple[str, ...]], cost: Cost, identity: str, data_version: str) -> str:

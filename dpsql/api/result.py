@@ -7,7 +7,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from dpsql.api import advice, display
+from dpsql.api import advice, clipping, display
 from dpsql.plan.model import Plan
 
 if TYPE_CHECKING:
@@ -30,7 +30,8 @@ class Result:
 
     def __init__(self, table: pa.Table, plan: Plan | PublicPlan | LocalPlan, replayed: bool = False,
                  warnings: list[str] | None = None):
-        self._table = table
+        # The clipping report's counts (plan/clipping.py) come after the answer's columns: kept apart.
+        self._table, self._clipped = clipping.split(table) if clipping.shape(plan) is not None else (table, None)
         self.plan = plan
         self.replayed = replayed   # an identical query's earlier answer, returned at no cost
         self._cursor = 0           # fetchone/fetchmany read on from here
@@ -61,8 +62,29 @@ class Result:
         """What to know before trusting the numbers: noise larger than the answers, groups withheld by
         partition selection (post-processing of the plan and the release: free, and about no one)."""
         if self._warnings is None:
-            self._warnings = advice.result_warnings(self.plan, self._table) if isinstance(self.plan, Plan) else []
+            self._warnings = (advice.result_warnings(self.plan, self._table, self.clipping)
+                              if isinstance(self.plan, Plan) else [])
         return list(self._warnings)
+
+    @property
+    def clipping(self) -> pa.Table | None:
+        """The clipping report, when the query asked for it (``report_clipping``): per released row,
+        its keys, the noisy count of people whose rows or values bounding cut (``clipped``), of its
+        people (``people``), their ratio (``fraction``), each with a 95% interval (the fraction's from
+        both counts' intervals, api/clipping.py); None without it. Released with the answer, paid for
+        by its epsilon (explain says how much)."""
+        found = clipping.shape(self.plan)
+        if found is None or self._clipped is None:
+            return None
+        return clipping.report(self._table, self._clipped, found.keys, found.errors)
+
+    def released(self) -> pa.Table:
+        """The table as released and recorded: the answer's columns, then the clipping report's counts
+        (the server sends this, and the client takes the report off again)."""
+        if self._clipped is None:
+            return self._table
+        return pa.Table.from_arrays([*self._table.columns, *self._clipped.columns],
+                                    names=[*self._table.column_names, *self._clipped.column_names])
 
     # --- rows -------------------------------------------------------------------------------------
 
@@ -155,7 +177,7 @@ class Result:
         return display.html_table(self._shown())
 
     def _shown(self) -> display.Released:
-        return display.Released(self._table, self.plan, self.replayed, self.warnings)
+        return display.Released(self._table, self.plan, self.replayed, self.warnings, self.clipping)
 
     def _in_duckdb(self) -> duckdb.DuckDBPyRelation:
         """The released rows in DuckDB, a DuckDBPyRelation of their own, on a private in-memory connection:

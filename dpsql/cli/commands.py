@@ -202,9 +202,17 @@ mechanism_option = click.option(
          "policy's mechanism, else what the ledger's accountant composes best.")
 
 
-def _mechanism(mechanism: str | None) -> dict:
-    """The ``mechanism`` argument of the library or the server, if one was asked for."""
-    return {"mechanism": mechanism.lower()} if mechanism else {}
+report_option = click.option(
+    "--report-clipping", "report_clipping", is_flag=True, default=False,
+    help="Also release, per group, the noisy count of people whose rows or values the bounds cut and their "
+         "share (at 10% of epsilon, taken from it; OPTIONS(clipping_epsilon = ...) sets it); a warning says "
+         "when the share is material.")
+
+
+def _mechanism(mechanism: str | None, report_clipping: bool = False) -> dict:
+    """The ``mechanism`` and ``report_clipping`` arguments of the library or the server, if asked for."""
+    return {**({"mechanism": mechanism.lower()} if mechanism else {}),
+            **({"report_clipping": True} if report_clipping else {})}
 
 
 @main.command()
@@ -227,8 +235,9 @@ def _mechanism(mechanism: str | None) -> dict:
 @click.option("--raw-counts", is_flag=True, default=False,
               help="Release counts (and sums of non-negative values) without clamping them at 0.")
 @mechanism_option
+@report_option
 def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh, ci, raw_counts, output_path,
-          mechanism):
+          mechanism, report_clipping):
     """Answer SQL with differential privacy and print the noisy result.
 
     SQL is the query text, - to read it from stdin, or -f FILE. --db, --policy and --ledger default
@@ -248,7 +257,7 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
     text = sql
     fmt = output_format(fmt, output_path)   # a usage error before anything is spent
     check_destination(output_path)
-    chosen = _mechanism(mechanism)
+    chosen = _mechanism(mechanism, report_clipping)
     with spinner("running the query"):
         db = _connect(db_path, policy_path, ledger=ledger) if server is None else \
             remote_for(server, db_path=db_path, policy_path=policy_path, ledger=ledger)
@@ -285,7 +294,9 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
 @click.option("--sql", "show_sql", is_flag=True, default=False,
               help="Show the full rewritten SQL that DuckDB runs (long; left out by default).")
 @mechanism_option
-def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_path, fmt, show_sql, mechanism):
+@report_option
+def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_path, fmt, show_sql, mechanism,
+            report_clipping):
     """Print the plan for SQL (noise, sensitivity; the rewritten SQL with --sql); spends no budget.
 
     SQL is the query text, - to read it from stdin, or -f FILE; --db and --policy default as for
@@ -302,7 +313,7 @@ def explain(sql, db_path, policy_path, server, epsilon, delta, ledger, output_pa
     """
 
     text = sql
-    chosen = _mechanism(mechanism)
+    chosen = _mechanism(mechanism, report_clipping)
     check_destination(output_path)
     # Planned over an in-memory ledger: the real one (maybe another policy's, or corrupt) cannot stop
     # the plan; it is read afterwards, only for the remaining budget (the server's explain has its own).

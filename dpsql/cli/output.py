@@ -69,7 +69,7 @@ def render(res, fmt: str, max_width: int | None = None) -> bytes:
         pq.write_table(res.arrow(), buffer)
         return buffer.getvalue()
     if fmt == "table" and isinstance(res, Result):
-        shown = display.Released(res.arrow(), res.plan, res.replayed, ())
+        shown = display.Released(res.arrow(), res.plan, res.replayed, (), getattr(res, "clipping", None))
         return (display.box_table(shown, max_rows=None, max_width=max_width) + "\n").encode()
     text = RENDERERS[fmt](list(res.columns), res.fetchall())
     return (text if text.endswith("\n") else text + "\n").encode()

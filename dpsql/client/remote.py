@@ -49,13 +49,14 @@ class RemotePlan:
     rewritten_sql: str | None = field(default=None, compare=False)
     confidence: float | None = None       # the level of the answer's intervals, if asked for
     noisy: tuple[str, ...] | None = None  # the columns display marks noisy (None: not said, a stored answer)
+    clipping: dict | None = None          # the clipping report's keys and errors (api/clipping.py Shape)
 
     @classmethod
     def from_doc(cls, doc: dict) -> "RemotePlan":
         noisy = doc.get("noisy")
         return cls(float(doc["epsilon"]), float(doc["delta"]), doc.get("text") or "",
                    tuple(doc.get("outputs") or ()), bool(doc.get("public_only")), doc.get("rewritten_sql"),
-                   doc.get("ci"), None if noisy is None else tuple(noisy))
+                   doc.get("ci"), None if noisy is None else tuple(noisy), doc.get("clipping"))
 
     def __str__(self) -> str:
         return self.text
@@ -98,17 +99,18 @@ class Remote:
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
-            mechanism: str | None = None) -> Result:
+            mechanism: str | None = None, report_clipping: bool = False) -> Result:
         """Answer one query on the server, charged to this analyst's budget (``PrivateConnection.sql``)."""
         body = {"sql": sql, "epsilon": epsilon, "delta": delta, "ci": ci, "fresh": fresh, "nonnegative": nonnegative,
-                **_mechanism(mechanism)}
+                **_mechanism(mechanism), **_report(report_clipping)}
         return self._result(self._call("POST", "/v1/query", body, sql=sql, arrow=True))
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
-                ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None) -> RemotePlan:
+                ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None,
+                report_clipping: bool = False) -> RemotePlan:
         """The plan the server would run, with its cost and expected errors; spends nothing."""
         body = {"sql": sql, "epsilon": epsilon, "delta": delta, "ci": ci, "nonnegative": nonnegative,
-                **_mechanism(mechanism)}
+                **_mechanism(mechanism), **_report(report_clipping)}
         return RemotePlan.from_doc(json.loads(self._call("POST", "/v1/explain", body, sql=sql))["plan"])
 
     @property
@@ -134,7 +136,8 @@ class Remote:
         return json.loads(self._call("GET", "/v1/schema"))
 
     def answer(self, charge_id: int) -> Result:
-        """An answer released earlier to this analyst, again, at no cost."""
+        """An answer released earlier to this analyst, again, at no cost, by its number in their own
+        history (``budget.history[i].id``: 1, 2, 3 ..., not the ledger's id)."""
         return self._result(self._call("GET", f"/v1/history/{int(charge_id)}", arrow=True))
 
     def _result(self, data: bytes) -> Result:
@@ -198,10 +201,12 @@ def rebuild_error(status: int, body: bytes, sql: str | None) -> Exception:
                                sql=sql if located else None, start=start if located else None,
                                end=end if located else None)
     if isinstance(err, errors.BudgetExceeded):
-        requested, remaining = doc.get("requested") or {}, doc.get("remaining") or {}
+        requested, remaining = doc.get("requested") or {}, doc.get("remaining")
         err.requested = (requested.get("epsilon", 0.0), requested.get("delta", 0.0))
-        err.remaining = (remaining.get("epsilon", 0.0), remaining.get("delta", 0.0))
-        err.difference = (err.requested[0] - err.remaining[0], err.requested[1] - err.remaining[1])
+        err.remaining = err.difference = None   # none: the shared total's figures are not the analyst's
+        if isinstance(remaining, dict):
+            err.remaining = (remaining.get("epsilon", 0.0), remaining.get("delta", 0.0))
+            err.difference = (err.requested[0] - err.remaining[0], err.requested[1] - err.remaining[1])
     return err
 
 
@@ -217,6 +222,11 @@ def remote(url: str, token: str | None = None, *, timeout: float = 300.0) -> Rem
         >>> an.sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex", epsilon=0.5).fetchall()  # doctest: +SKIP
     """
     return Remote(url, token, timeout=timeout)
+
+
+def _report(report_clipping: bool) -> dict:
+    """The body's ``report_clipping`` field, sent only when asked for (a server before issue 25 knows none)."""
+    return {"report_clipping": True} if report_clipping else {}
 
 
 def _mechanism(mechanism: str | None) -> dict:

@@ -173,6 +173,13 @@ class DuckDBEngine:
             rows = self.con.execute(f"SELECT * FROM ({read}) ORDER BY 1 LIMIT ?", [KEY_LITERALS_MAX + 1]).fetchall()
         return tuple(r[0] for r in rows) if len(rows) <= KEY_LITERALS_MAX else None
 
+    def pruned_count(self, read: str, reader: Hashable = None, deadline: float | None = None) -> int:
+        """How many rows a SELECT over public tables only returns (frontend/key_pruning.py ``joint_read``:
+        the groups of a joint key set), read as ``pruned_keys`` reads: public data, a turn of its own
+        interrupted after ``deadline`` seconds (DP425), never kept."""
+        with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
+            return int(self.con.execute(f"SELECT COUNT(*) FROM ({read})").fetchall()[0][0])
+
     def unique(self, table: str, columns, reader: Hashable = None, deadline: float | None = None) -> bool:
         """Are ``columns`` ((name, Form) pairs) unique together in a public ``table``, each in the form
         a join compares it (frontend/lookups.py)? A constraint DuckDB enforces answers when every form

@@ -21,7 +21,9 @@ Any other shape is left as it is (and refused as before: a CTE that aggregates, 
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Sequence
 
 from sqlglot import exp
 
@@ -168,6 +170,14 @@ def _lookup(table: exp.Table, column: str, kind: str, outputs: list[tuple[str, s
     rows = tuple((n, s in (KEY, VALUE, column), key if s in (KEY, column) else value if s == VALUE else s)
                  for n, s in outputs)
     return Lookup(table.name.lower(), column, kind, key, value, rows)
+
+
+def named_lookup(lookup: Lookup, names: Sequence[str | None]) -> Lookup:
+    """``lookup`` with its outputs under ``names`` (DuckDB's, frontend/names.py), where one is known: the
+    outputs are read from the query's SELECT list, so they are in its order."""
+    outputs = tuple((name or written, released, column)
+                    for name, (written, released, column) in zip(names, lookup.outputs))
+    return dataclasses.replace(lookup, outputs=outputs) if len(names) == len(lookup.outputs) else lookup
 
 
 def _top_one(cte: _Cte, table: exp.Table, lookup: Lookup, descending: bool) -> exp.Select:

@@ -39,12 +39,14 @@ from dpsql.frontend.dialect import Dpsql
 from dpsql.frontend.relation import conjuncts
 from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 from dpsql.sql.build import ident
+from dpsql.sql.compare import compare
 from dpsql.sql.positions import span
 
 TABLE = "__dpsql_stage_values"   # the engine's table of stage 1's released values, for one run (+ a connection's token)
 ALIAS = "__dpsql_s"
 KEY, VALUE = "__dpsql_k", "__dpsql_v"
 RESERVED = "__dpsql_"
+COMPARE = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 HINT = ("correlate the subquery only by equalities with a public table's columns in its WHERE "
         "(WHERE l_partkey = p_partkey), and compare it in a top-level condition of the query's WHERE")
 
@@ -64,9 +66,11 @@ def refuse(message: str, node: exp.Expression | None, sql: str, code: str = "DP3
 
 
 def correlated(statement: exp.Expression, node: exp.Subquery, outer: dict[str, str], sql: str,
-               policy: Policy, table: str = TABLE) -> Correlated:
+               policy: Policy, table: str = TABLE, exact_last: bool = False) -> Correlated:
     """The two stages of ``statement`` whose only stage ``node`` is correlated (``outer``: the outer
-    query's aliases -> tables); DP317 for a correlation it cannot release by keys (module docstring)."""
+    query's aliases -> tables); DP317 for a correlation it cannot release by keys (module docstring).
+    ``exact_last``: the last stage reads public tables only (answered exactly: its comparisons with the
+    released values are written here, by sql/compare.py, as the relation writes them otherwise)."""
     _reserved(statement, sql)
     if not isinstance(statement, exp.Select) or not _in_where(statement, node):
         raise refuse("a correlated subquery over private data must be in a top-level condition of the query's "
@@ -85,7 +89,9 @@ def correlated(statement: exp.Expression, node: exp.Subquery, outer: dict[str, s
         VALUE: ColumnPolicy(VALUE, sql_type="DOUBLE")}, public=True, released=True)
     names = [n for _, n in keys]
     one = _stage_one(statement, inner, alias, outer[alias], names, policy)
-    return Correlated(one, _stage_two(statement, node, alias, names, table), values)
+    types = [c.sql_type for c, _ in keys]
+    two = _stage_two(statement, node, alias, names, table, (types, outer, policy) if exact_last else None)
+    return Correlated(one, two, values)
 
 
 def _reserved(statement: exp.Expression, sql: str) -> None:
@@ -203,8 +209,27 @@ def _stage_one(statement: exp.Select, inner: exp.Select, alias: str, table: str,
         if columns and not c.find(exp.Subquery, exp.Exists) and all(
                 _owner(col, {}, outer, policy) == alias for col in columns):
             one = one.where(_qualified(c.copy(), alias), copy=False)
+        elif _public_in(c, alias, outer, policy):   # x IN (a public list): prunes the keys as public conditions do
+            pruned = c.copy()
+            _qualified(pruned.this, alias)
+            one = one.where(pruned, copy=False)
     one.set("group", exp.Group(expressions=[q.copy() for q in qualified]))
     return one.sql(dialect=Dpsql)
+
+
+def _public_in(condition: exp.Expression, alias: str, outer: dict[str, str], policy: Policy) -> bool:
+    """``x IN (SELECT ... FROM public tables)`` with ``x`` over the key table's columns and the list
+    uncorrelated (its columns its own tables'): a public condition on the key table (TPC-H Q20's
+    ``ps_partkey IN (SELECT p_partkey FROM part WHERE p_name LIKE 'forest%')``)."""
+    query = condition.args.get("query") if isinstance(condition, exp.In) else None
+    if query is None or not isinstance(query.this, exp.Select) or query.this.find(exp.Subquery, exp.Exists) or \
+            not all(_owner(c, {}, outer, policy) == alias for c in condition.this.find_all(exp.Column)):
+        return False
+    own = tables(query.this)
+    names = {c.lower() for t in own.values() if t in policy.tables for c in policy.tables[t].columns}
+    return all(t in policy.tables and policy.tables[t].public and not policy.tables[t].released
+               for t in (n.name.lower() for n in query.this.find_all(exp.Table))) and all(
+        (c.table.lower() in own if c.table else c.name.lower() in names) for c in query.this.find_all(exp.Column))
 
 
 def _own_qualified(select: exp.Select, policy: Policy) -> exp.Select:
@@ -227,12 +252,35 @@ def _qualified(condition: exp.Expression, alias: str) -> exp.Expression:
     return condition
 
 
-def _stage_two(statement: exp.Select, node: exp.Subquery, alias: str, keys: list[str], table: str) -> exp.Expression:
+def _stage_two(statement: exp.Select, node: exp.Subquery, alias: str, keys: list[str], table: str,
+               public: tuple[list[str], dict[str, str], Policy] | None = None) -> exp.Expression:
     """The statement reading the released values: the table joined on its keys, the value in place of
-    the subquery (in place: the statement is not read after this)."""
-    marker = id(node)
-    two = statement.transform(lambda n: exp.column(VALUE, table=ALIAS) if id(n) == marker else n, copy=False)
+    the subquery (in place: the statement is not read after this). ``public``: (the keys' types, the
+    outer aliases, the policy) of a last stage over public tables, whose ties and comparison with the
+    value are written by sql/compare.py here (no relation writes them: frontend/public.py runs it as is)."""
+    marker, parent = id(node), node.parent
+    value = exp.column(VALUE, table=ALIAS)
+    two = statement.transform(lambda n: value if id(n) == marker else n, copy=False)
     two.append("joins", exp.Join(this=exp.Table(this=ident(table), alias=exp.TableAlias(this=ident(ALIAS)))))
-    ties = [exp.EQ(this=exp.column(f"{KEY}{i}", table=ALIAS), expression=exp.column(k, table=alias))
-            for i, k in enumerate(keys)]
-    return two.where(*ties, copy=False)
+    ties = [(exp.column(f"{KEY}{i}", table=ALIAS), exp.column(k, table=alias)) for i, k in enumerate(keys)]
+    if public is None:
+        return two.where(*[exp.EQ(this=a, expression=b) for a, b in ties], copy=False)
+    types, outer, policy = public
+    _compared(parent, value, outer, policy)
+    return two.where(*[compare(exp.EQ, a, t, b, t) for (a, b), t in zip(ties, types)], copy=False)
+
+
+def _compared(comparison: exp.Expression | None, value: exp.Column, outer: dict[str, str], policy: Policy) -> None:
+    """``column <op> value`` (the released value in the subquery's place) rewritten in place by the one
+    comparison builder, in the column's type against the value's DOUBLE. Another shape (an expression
+    against the value) stays as written: the last stage reads public data and released values only, so
+    whatever it does is post-processing of the release (module docstring)."""
+    if not isinstance(comparison, COMPARE) or not (comparison.this is value or comparison.expression is value):
+        return
+    other = comparison.expression if comparison.this is value else comparison.this
+    owner = _owner(other, {}, outer, policy) if isinstance(other, exp.Column) else None
+    if owner is None:
+        return
+    kind = policy.tables[outer[owner]].columns[other.name.lower()].sql_type
+    pair = (other, kind, value, "DOUBLE") if comparison.expression is value else (value, "DOUBLE", other, kind)
+    comparison.replace(compare(type(comparison), *pair))

@@ -35,39 +35,92 @@ def pruned_read(select: exp.Select, table: TablePolicy, column: ColumnPolicy, po
                 ) -> tuple[exp.Select, str] | None:
     """The read of ``column``'s keys restricted by the WHERE's public conjuncts, and those conjuncts as
     explain shows them; None when no conjunct reads only public tables the key's table reaches."""
+    found = _public_rows(select, table, [column.name], policy)
+    if found is None or not found[1]:
+        return None
+    rows, filters, _ = found
+    return _read(rows, filters, [column.name], table), " AND ".join(f.sql(dialect="duckdb") for f in filters)
+
+
+def joint_read(select: exp.Select, table: TablePolicy, columns: list[str], policy: Policy
+               ) -> tuple[exp.Select, str] | None:
+    """The distinct tuples of several GROUP BY columns of one public table (TPC-H Q20's stage: the
+    (ps_partkey, ps_suppkey) pairs of partsupp), restricted by the WHERE's public conjuncts and by the
+    relation's semi-joins over public tables tied to those tables (``part`` by ``p_name LIKE 'forest%'``),
+    and those conditions as explain shows them; None unless every column comes from one public table.
+
+    Why its tuples are all the groups the query can fill: a row of the relation holds one row of that
+    table (a lookup, inner-joined) that meets the same joins, conjuncts and semi-joins, so its tuple is
+    one the read returns; the product of the columns' key sets would hold every other combination too
+    (2e9 pairs at SF 1, where partsupp holds 800k). Public tables only: a function of public data."""
+    found = _public_rows(select, table, columns, policy, semi_joins=True)
+    if found is None:
+        return None
+    rows, filters, semis = found
+    return _read(rows, filters, columns, table), " AND ".join(f.sql(dialect="duckdb") for f in semis + filters)
+
+
+def _public_rows(select: exp.Select, table: TablePolicy, columns: list[str], policy: Policy,
+                 semi_joins: bool = False) -> tuple[exp.Select, list[exp.Expression], list[exp.Expression]] | None:
+    """The rows of the public tables the columns' table reaches (one alias for all of them, else None),
+    their columns named as the relation names them, the WHERE's conjuncts over those columns only, and,
+    with ``semi_joins``, the relation's EXISTS over public tables tied to them, which the rows pass."""
     source, where = table.source, select.args.get("where")
-    if not isinstance(source, exp.Select) or where is None:
+    if not isinstance(source, exp.Select):
         return None
     origins = {p.alias: p.this for p in source.expressions if isinstance(p, exp.Alias)
                and isinstance(p.this, exp.Column) and p.this.table}
-    key = origins.get(column.name)
     inner = _inner_public(source, policy)
-    if key is None or key.table not in inner:
+    keys = {origins[c].table if c in origins else None for c in columns}
+    if len(keys) != 1 or None in keys or next(iter(keys)) not in inner:
         return None
     edges = [c for c in _conditions(source) if _aliases(c) <= set(inner) and len(_aliases(c)) == 2]
-    reached = _reached(key.table, edges, _unique_columns(table))
-    filters = [c for c in conjuncts(where.this) if not c.find(exp.Subquery, exp.Exists, exp.Select)
+    reached = _reached(next(iter(keys)), edges, _unique_columns(table))
+    filters = [c for c in conjuncts(where.this if where is not None else None)
+               if not c.find(exp.Subquery, exp.Exists, exp.Select)
                and (names := {n.name.lower() for n in c.find_all(exp.Column)})
                and all(n in origins and origins[n].table in reached for n in names)]
-    if not filters:
-        return None
     rows = exp.select(*[exp.Alias(this=origins[n].copy(), alias=ident(n)) for n in sorted(origins)
                         if origins[n].table in reached])
     rows = rows.from_(_table(inner, sorted(reached)[0]), copy=False)
     for alias in sorted(reached)[1:]:
         rows = rows.join(_table(inner, alias), join_type="CROSS", copy=False)
-    joins = [e.copy() for e in edges if _aliases(e) <= reached]
+    semis = _public_semi_joins(source, reached, policy) if semi_joins else []
+    joins = [e.copy() for e in edges if _aliases(e) <= reached] + [e.copy() for e in semis]
     if joins:
         rows = rows.where(*joins, copy=False)
+    return rows, filters, semis
 
+
+def _read(rows: exp.Select, filters: list[exp.Expression], columns: list[str], table: TablePolicy) -> exp.Select:
+    """The distinct non-NULL values (tuples) of ``columns`` over ``rows`` that pass ``filters``, guarded
+    as the lowering guards the WHERE (sql/guard.py)."""
     def types(name: str) -> str | None:
         c = table.columns.get(name)
         return c.sql_type if c is not None else None
     kept = [guarded(narrow_dates(quoted(f.copy()), types), types) for f in filters]   # as the lowering guards them
-    present = exp.Not(this=exp.Is(this=col(column.name), expression=exp.Null()))
+    present = [exp.Not(this=exp.Is(this=col(c), expression=exp.Null())) for c in columns]
     public = exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("__public")))
-    read = exp.select(col(column.name)).distinct().from_(public, copy=False).where(*kept, present, copy=False)
-    return read, " AND ".join(f.sql(dialect="duckdb") for f in filters)
+    return exp.select(*[col(c) for c in columns]).distinct().from_(public, copy=False).where(*kept, *present, copy=False)
+
+
+def _public_semi_joins(source: exp.Select, reached: set[str], policy: Policy) -> list[exp.Expression]:
+    """The relation's [NOT] EXISTS conditions (frontend/semijoins.py wrote them, ties by sql/compare.py,
+    filters guarded) that read public tables only and name no outer alias but ``reached``: public
+    conditions on those tables' rows."""
+    where = source.args.get("where")
+    found = []
+    for c in conjuncts(where.this if where is not None else None):
+        inner = c.this if isinstance(c, exp.Not) else c
+        if not isinstance(inner, exp.Exists):
+            continue
+        names = [t.name.lower() for t in inner.find_all(exp.Table)]
+        own = {(t.alias or t.name).lower() for t in inner.find_all(exp.Table)}
+        outer = {col.table.lower() for col in inner.find_all(exp.Column)} - own
+        if all(n in policy.tables and policy.tables[n].public and not policy.tables[n].released for n in names) \
+                and outer <= reached:
+            found.append(c)
+    return found
 
 
 def _inner_public(source: exp.Select, policy: Policy) -> dict[str, str]:

@@ -17,8 +17,8 @@ from dpsql.mechanisms.base import OPTIONS as MECHANISM_OPTIONS
 from dpsql.mechanisms.quantile_rules import OPTIONS as QUANTILE_OPTIONS
 from dpsql.policy.bounds import MAX_BOUND
 
-NUMERIC_OPTIONS = ("epsilon", "delta", "max_groups_contributed")
-OPTIONS = (*NUMERIC_OPTIONS, "privacy_unit_column", "mechanism", "top_k")
+NUMERIC_OPTIONS = ("epsilon", "delta", "max_groups_contributed", "clipping_epsilon")
+OPTIONS = (*NUMERIC_OPTIONS, "privacy_unit_column", "mechanism", "top_k", "report_clipping")
 # ORDER BY one aggregate ... LIMIT k: k groups chosen by the exponential mechanism (plan/top_k.py), or
 # every candidate's noisy value released and the largest kept (the meaning before issue 23).
 TOP_K = ("exponential", "noisy_values")
@@ -34,6 +34,8 @@ class QueryOptions:
     privacy_unit: str | None = None
     mechanism: str | None = None    # an option name of mechanisms/base.py OPTIONS, checked
     top_k: str | None = None        # one of TOP_K: how ORDER BY <aggregate> LIMIT k chooses its groups
+    report_clipping: bool = False   # release the clipping report (plan/clipping.py); clipping_epsilon implies it
+    clipping_epsilon: float | None = None   # the report's epsilon, taken from the query's (checked by the plan)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,12 @@ def literal_options(clause, refuse) -> dict:
         if name == "top_k":
             values[name] = _top_k(value, refuse)
             continue
+        if name == "report_clipping":
+            if not isinstance(value, exp.Boolean):
+                raise refuse("DP308", "option report_clipping takes true or false", value,
+                             hint="write report_clipping = true")
+            values[name] = bool(value.this)
+            continue
         values[name] = number(value)
         if values[name] is None:
             raise refuse("DP308", f"option {name} takes a finite number literal", value)
@@ -104,7 +112,8 @@ def query_options(select: exp.Select, refuse) -> QueryOptions:
     return QueryOptions(epsilon=values.get("epsilon"), delta=values.get("delta"),
                         max_groups=int(groups) if groups is not None else None,
                         privacy_unit=values.get("privacy_unit_column"), mechanism=values.get("mechanism"),
-                        top_k=values.get("top_k"))
+                        top_k=values.get("top_k"), clipping_epsilon=values.get("clipping_epsilon"),
+                        report_clipping=values.get("report_clipping", "clipping_epsilon" in values))
 
 
 def _mechanism(value: exp.Expression, refuse) -> str:

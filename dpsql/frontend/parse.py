@@ -53,7 +53,7 @@ def parse(sql: str) -> exp.Expression:
                                    sql=sql, start=start, end=end)
         err.rule = "one_statement"
         raise err
-    return unqualified_tables(statements[0])
+    return column_lists(unqualified_tables(statements[0]), sql)
 
 
 def unqualified_tables(statement: exp.Expression) -> exp.Expression:
@@ -72,4 +72,37 @@ def unqualified_tables(statement: exp.Expression) -> exp.Expression:
                 isinstance(q, exp.Identifier) and q.name.lower() not in ENGINE_SCHEMAS for q in qualifiers):
             table.set("db", None)
             table.set("catalog", None)
+    return statement
+
+
+def column_lists(statement: exp.Expression, sql: str = "") -> exp.Expression:
+    """A CTE's or FROM-subquery's column list (``WITH t (a, b) AS (SELECT x, y ...)``) written as aliases
+    of its SELECT items (``SELECT x AS a, y AS b``): the same query, in the one form the later passes
+    read. A list over ``*`` is left as written (a listed name is then refused as an unknown column);
+    one longer than the items (DP202) or holding more than names (DP100) is refused, as DuckDB does.
+
+    >>> column_lists(sqlglot.parse_one("WITH t (a) AS (SELECT x, y FROM p) SELECT a FROM t")).sql()
+    'WITH t AS (SELECT x AS a, y FROM p) SELECT a FROM t'
+    """
+    for node in list(statement.find_all(exp.CTE, exp.Subquery)):
+        alias, body = node.args.get("alias"), node.this
+        listed = alias.columns if isinstance(alias, exp.TableAlias) else []
+        odd = next((c for c in listed if not isinstance(c, exp.Identifier)), None)
+        if odd is not None:   # `t (a b)`: sqlglot reads a column definition, DuckDB a syntax error
+            start, end = span(odd)
+            raise SqlSyntaxError("DP100", f"syntax error: a column list names columns only, not {odd.sql()!r}",
+                                 sql=sql or None, start=start, end=end)
+        if not listed or not isinstance(body, exp.Select) or any(
+                isinstance(e, exp.Star) or isinstance(e.this, exp.Star) for e in body.expressions):
+            continue
+        if len(listed) > len(body.expressions):
+            start, end = span(alias)
+            err = UnsupportedConstruct("DP202", f"the column list names {len(listed)} columns, but the query "
+                                       f"selects {len(body.expressions)}", sql=sql or None, start=start, end=end,
+                                       hint="list one name for each selected column, or fewer")
+            err.rule = "flatten_subqueries"
+            raise err
+        items = [exp.alias_(item.unalias(), name.copy(), copy=False) for item, name in zip(body.expressions, listed)]
+        body.set("expressions", items + body.expressions[len(listed):])
+        alias.set("columns", None)
     return statement

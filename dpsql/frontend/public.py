@@ -52,6 +52,7 @@ QUERY_NODES = (
 PREDICATES = (
     exp.And, exp.Or, exp.Not, exp.Paren, exp.Neg, exp.Is, exp.Null, exp.Literal, exp.Boolean, exp.Between,
     exp.Escape, exp.NullSafeEQ, exp.NullSafeNEQ, exp.Interval, exp.DataTypeParam, *COMPARISONS,
+    exp.Collate,   # DuckDB's built-in collations only (deterministic); sql/compare.py writes COLLATE C for text
 )
 # Deterministic, reading only their arguments, output no longer than a polynomial of the inputs.
 MORE_SCALARS = (

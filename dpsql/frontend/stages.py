@@ -29,12 +29,13 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sqlglot import exp
 
-from dpsql.errors import UnsupportedConstruct
+from dpsql.errors import DpsqlError, UnsupportedConstruct
 from dpsql.frontend.dialect import Dpsql
 from dpsql.frontend.options import QueryOptions, query_options
 from dpsql.frontend.correlated import TABLE, correlated, tables
@@ -53,6 +54,7 @@ class Stages:
     inner: tuple[str, ...]
     outer: exp.Expression
     values: TablePolicy | None = None   # a correlated stage's released values, read as a lookup (frontend/correlated.py)
+    public: bool = False   # the last stage reads public tables and those values only: answered exactly
 
     def outer_sql(self, values: Sequence[Any]) -> str:
         """The statement with value i in the place of subquery i (None: NULL, as a typed DOUBLE)."""
@@ -94,6 +96,19 @@ def public_stage(sql: str) -> UnsupportedConstruct:
                    "ask the subquery alone and write its answer into the query as a literal")
 
 
+def repointed(err: DpsqlError, sql: str) -> DpsqlError:
+    """``err``, raised on a stage's regenerated text, pointed into the query as written: at the same
+    words where they appear there once (compared without case or spacing), else at no position."""
+    if err.sql is None or err.sql == sql:
+        return err
+    words = err.sql[err.start:err.end + 1] if err.start is not None and err.end is not None else ""
+    pattern = r"\s+".join(re.escape(w) for w in words.split())
+    found = list(re.finditer(pattern, sql, re.IGNORECASE)) if pattern else []
+    err.sql = sql
+    err.start, err.end = (found[0].start(), found[0].end() - 1) if len(found) == 1 else (None, None)
+    return err
+
+
 def _refuse(message: str, node: exp.Expression | None, sql: str, hint: str, code: str = "DP317") -> UnsupportedConstruct:
     start, end = span(node, sql)
     err = UnsupportedConstruct(code, message, hint=hint, sql=sql, start=start, end=end)
@@ -127,12 +142,13 @@ def _is_stage(node: exp.Subquery, policy: Policy) -> bool:
     return isinstance(node.this, exp.Select) and _private(node.this, policy)
 
 
-def _check(node: exp.Subquery, sql: str, policy: Policy, alone: bool = False) -> None:
-    """DP317 unless the subquery can be released as a stage of its own (module docstring)."""
+def _check(node: exp.Subquery, sql: str, policy: Policy, alone: bool = False, host: exp.Select | None = None) -> None:
+    """DP317 unless the subquery can be released as a stage of its own (module docstring); ``host``: the
+    IN list's SELECT it may sit in (``_host``)."""
     select = node.this
     hint = ("write the subquery as one aggregate of the rows it reads, without GROUP BY and without "
             "naming a column of the outer query: SELECT AVG(x) FROM t WHERE ...")
-    within = next((a for a in _ancestors(node) if isinstance(a, exp.Exists) or (isinstance(a, exp.Subquery) and (
+    within = next((a for a in _ancestors(node, host) if isinstance(a, exp.Exists) or (isinstance(a, exp.Subquery) and (
         isinstance(a.parent, exp.In) or _is_stage(a, policy)))), None)
     if within is not None:
         raise _refuse("a scalar subquery over private data inside an EXISTS, an IN or another such subquery: "
@@ -150,11 +166,31 @@ def _check(node: exp.Subquery, sql: str, policy: Policy, alone: bool = False) ->
                       "AVG(x) FROM t GROUP BY key) and use its answer; an uncorrelated one is a stage")
 
 
-def _ancestors(node: exp.Expression):
+def _ancestors(node: exp.Expression, stop: exp.Expression | None = None):
     parent = node.parent
-    while parent is not None:
+    while parent is not None and parent is not stop:
         yield parent
         parent = parent.parent
+
+
+def _outside_private(statement: exp.Expression, found: list[exp.Subquery], policy: Policy) -> bool:
+    """Does the statement read a private table outside its stages?"""
+    inside = {id(t) for s in found for t in s.find_all(exp.Table)}
+    return any(t.name.lower() in policy.tables and not policy.tables[t.name.lower()].public
+               for t in statement.find_all(exp.Table) if id(t) not in inside)
+
+
+def _host(node: exp.Subquery, statement: exp.Expression, policy: Policy) -> exp.Select | None:
+    """The SELECT of an ``x IN (SELECT ...)`` list whose WHERE holds the statement's one correlated stage,
+    when nothing outside the stage reads private data (TPC-H Q20: ``s_suppkey IN (SELECT ps_suppkey FROM
+    partsupp WHERE ... AND ps_availqty > (SELECT 0.5 * SUM(l_quantity) FROM lineitem WHERE l_partkey =
+    ps_partkey ...))``): the stage is released by the list's keys, the rest is public (answered exactly)."""
+    host = node.parent_select
+    wrapper = host.parent if host is not None else None
+    if not isinstance(wrapper, exp.Subquery) or not isinstance(wrapper.parent, exp.In) or \
+            wrapper.parent.args.get("query") is not wrapper or _outside_private(statement, [node], policy):
+        return None
+    return host if _outer_column(node.this, policy) is not None else None
 
 
 def split(statement: exp.Expression, sql: str, policy: Policy, values: str = TABLE) -> Stages | None:
@@ -164,20 +200,22 @@ def split(statement: exp.Expression, sql: str, policy: Policy, values: str = TAB
     found = [s for s in statement.find_all(exp.Subquery) if _is_stage(s, policy)]
     if not found:
         return None
+    host = _host(found[0], statement, policy) if len(found) == 1 else None
     for node in found:
-        _check(node, sql, policy, alone=len(found) == 1)
+        _check(node, sql, policy, alone=len(found) == 1, host=host)
     if len(found) > MAX_STAGES:
         raise _refuse(f"{len(found)} scalar subqueries over private data: at most {MAX_STAGES} are released before "
                       "a query (each takes a share of its budget)", found[MAX_STAGES], sql,
                       "ask the subqueries as queries of their own and write their answers into this one")
-    inside = {id(t) for s in found for t in s.find_all(exp.Table)}
-    if not any(t.name.lower() in policy.tables and not policy.tables[t.name.lower()].public
-               for t in statement.find_all(exp.Table) if id(t) not in inside):
+    public = not _outside_private(statement, found, policy)
+    if public and (len(found) > 1 or _outer_column(found[0].this, policy) is None):
         raise public_stage(sql)
     if _outer_column(found[0].this, policy) is not None:   # correlated: released by key (frontend/correlated.py)
-        two = correlated(statement, found[0], tables(statement) if isinstance(statement, exp.Select) else {},
-                         sql, policy, values)
-        return Stages(inner=(two.inner,), outer=two.outer, values=two.values)
+        where = host if host is not None else statement
+        two = correlated(where, found[0], tables(where) if isinstance(where, exp.Select) else {},
+                         sql, policy, values, exact_last=public)
+        return Stages(inner=(two.inner,), outer=statement if host is not None else two.outer, values=two.values,
+                      public=public)
     inner = tuple(s.this.sql(dialect=Dpsql) for s in found)
     markers = {id(s): i for i, s in enumerate(found)}
     outer = statement.transform(lambda n: exp.Placeholder(this=f"{MARKER}{markers[id(n)]}")

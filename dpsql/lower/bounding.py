@@ -3,7 +3,7 @@ grid), per-unit caps (C rows per partition, L partitions per unit) and the exact
 from __future__ import annotations
 
 from sqlglot import exp
-from dpsql.lower import distinct
+from dpsql.lower import clipping, distinct
 from dpsql.plan.exact import Reading
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
@@ -117,9 +117,12 @@ def exact_aggregate(m: Measurement) -> exp.Expression:
     return QUANTITIES[m.kind].exact(m, columns(m))
 
 
-def unit_aggregate(m: Measurement, C: int) -> exp.Expression:
-    """A unit's contribution to one partition (user level), bounded as the measurement says."""
-    return QUANTITIES[m.kind].unit(m, C, columns(m))
+def unit_aggregate(plan: Plan, m: Measurement) -> exp.Expression:
+    """A unit's contribution to one partition (user level), bounded as the measurement says; the
+    clipping report's flag reads the plan's other measurements (lower/clipping.py)."""
+    if clipping.clipped(m):
+        return clipping.unit_flag(plan)
+    return QUANTITIES[m.kind].unit(m, plan.max_rows, columns(m))
 
 
 def unit_states(plan: Plan) -> list[Measurement]:
@@ -162,8 +165,7 @@ def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp
     instead of random(): the bound holds for any choice, and a fixed rule couples neighbours.
     """
     keys = [col(k) for k in key_names(plan)]
-    C = plan.max_rows
-    projections = [col("__unit"), *keys] + [alias(unit_aggregate(m, C), value_column(m)) for m in unit_states(plan)]
+    projections = [col("__unit"), *keys] + [alias(unit_aggregate(plan, m), value_column(m)) for m in unit_states(plan)]
     sampled = needs_partition_sampling(plan)
     domain = in_domain(plan) if sampled else None
     if sampled:
@@ -214,7 +216,8 @@ def bounded_ctes(plan: Plan, domain: exp.Expression | None) -> list[tuple[str, e
                       order=exp.Order(expressions=[exp.Ordered(this=col("__r", "__units"))]))
 
     def kept(*conditions: exp.Expression, numbered: bool) -> exp.Select:
-        query = exp.select(exp.Column(this=exp.Star(), table=ident("__units"))).from_(exp.Table(this=ident("__units")))
+        query = exp.select(exp.Column(this=exp.Star(), table=ident("__units")), *_over(plan, rank)).from_(
+            exp.Table(this=ident("__units")))
         if cuts_ranks_first(plan):
             query = query.join(exp.Table(this=ident("__cut")),
                                on=exp.EQ(this=col("__unit", "__units"), expression=col("__unit", "__cut")))
@@ -225,7 +228,7 @@ def bounded_ctes(plan: Plan, domain: exp.Expression | None) -> list[tuple[str, e
     if not cuts_ranks_first(plan):
         return [("__bounded", kept(numbered=True))]
     cut = select(col("__unit"), alias(exp.Count(this=exp.Star()), "__n"),
-                 alias(fn("LIST_MAX", exp.Min(this=col("__r"), count=num(L))), "__cut"),
+                 alias(fn("LIST_MAX", exp.Min(this=col("__r"), count=num(L))), "__cut"), *_declared(plan, domain),
                  source="__units", group=[col("__unit")])
     few = kept(exp.LTE(this=col("__n", "__cut"), expression=num(L)), numbered=False)
     many = kept(exp.GT(this=col("__n", "__cut"), expression=num(L)),
@@ -233,13 +236,37 @@ def bounded_ctes(plan: Plan, domain: exp.Expression | None) -> list[tuple[str, e
     return [("__cut", cut), ("__bounded", exp.union(few, many, distinct=False))]
 
 
+def _over(plan: Plan, rank: exp.Window) -> list[exp.Expression]:
+    """The clipping report's __over (lower/clipping.py): whether the unit has more declared partitions
+    than L, from __cut, or from the window's own partition of the unit (its rows are the unit's declared
+    partitions: undeclared ones are dropped before it)."""
+    if plan.clipping is None:
+        return []
+    if cuts_ranks_first(plan):
+        return [alias(clipping.over_limit(plan, col("__declared", "__cut")), clipping.OVER)]
+    count = exp.Window(this=exp.Count(this=exp.Star()), partition_by=[p.copy() for p in rank.args["partition_by"]])
+    return [alias(clipping.over_limit(plan, count), clipping.OVER)]
+
+
+def _declared(plan: Plan, domain: exp.Expression | None) -> list[exp.Expression]:
+    """__cut's count of a unit's declared partitions (ranked below RANKS), for the clipping report."""
+    if plan.clipping is None:
+        return []
+    declared = exp.Count(this=exp.Star()) if domain is None else exp.Sum(
+        this=case_when(exp.LT(this=col("__r"), expression=num(RANKS)), num(1), num(0)))
+    return [alias(declared, "__declared")]
+
+
 def agg_cte(plan: Plan, source: str) -> exp.Select:
     """__agg: each group's exact totals (row level: each row a unit), COUNT(DISTINCT)'s from its CTEs."""
     keys = [col(k) for k in key_names(plan)]
     if plan.table.row_level:
-        values = [alias(exact_aggregate(m), value_column(m)) for m in scalar_totals(plan)]
+        values = [alias(clipping.row_count(plan) if clipping.clipped(m) else exact_aggregate(m), value_column(m))
+                  for m in scalar_totals(plan)]
         return select(*keys, *values, source=source, group=[k.copy() for k in keys])
-    values = [alias(exp.Sum(this=col(value_column(m))), value_column(m)) for m in unit_states(plan)]
+    sampled = source == "__bounded"
+    values = [alias(clipping.bounded_total(plan, m, sampled) if clipping.clipped(m) else
+                    exp.Sum(this=col(value_column(m))), value_column(m)) for m in unit_states(plan)]
     totals = select(*keys, *(values or [alias(exp.Count(this=exp.Star()), "__n")]), source=source,
                     group=[k.copy() for k in keys])
     return distinct.join_counts(plan, totals) if distinct.measurements(plan) else totals

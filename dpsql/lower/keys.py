@@ -3,9 +3,11 @@ filter to declared keys (and to the periods or bins of keys derived from bounds)
 every GROUP BY item computed from the keys alone."""
 from __future__ import annotations
 
+import sqlglot
 from sqlglot import exp
 from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.plan.model import Plan
+from dpsql.plan.parts import joint_of
 from dpsql.sql.literals import key_literal
 from dpsql.sql.build import alias, col, conjunction, ident, join
 from dpsql.lower.names import key_names
@@ -123,6 +125,10 @@ def key_domain(plan: Plan, key, name: str) -> exp.Select:
 def keys_source(plan: Plan) -> exp.Expression:
     """Every combination of the GROUP BY items' groups: the output rows, empty groups included."""
     names = key_names(plan)
+    joint = joint_of(plan.group_keys, plan.table.joint_keys)
+    if joint is not None:   # the tuples a read of public tables returns (policy/model.py JointKeys)
+        read = exp.Subquery(this=sqlglot.parse_one(joint.read, read="duckdb"), alias=exp.TableAlias(this=ident("__joint")))
+        return exp.select(*[alias(col(k.column), n) for k, n in zip(plan.group_keys, names)]).from_(read, copy=False)
     parts = [exp.Subquery(this=key_domain(plan, k, n), alias=exp.TableAlias(this=ident(f"__keys_{n}")))
              for k, n in zip(plan.group_keys, names)]
     query = exp.select(*[col(n) for n in names]).from_(parts[0], copy=False)

@@ -36,3 +36,14 @@ def choice_function(noise_function: str) -> str:
     """The engine's choice function (a quantile rule's answer per group) that goes with a noise
     function: registered beside it under this name (api/connection.py, testing.py)."""
     return f"{noise_function}_choice"
+
+
+# The clipping report's columns, after the outputs in the released table (plan/clipping.py): the noisy
+# counts of cut people and of people, which api/result.py takes off into Result.clipping.
+CLIPPING_COLUMNS = ("__dpsql_clipped", "__dpsql_people")
+
+
+def clipping_columns(plan: Plan) -> list[tuple[str, str]]:
+    """(measurement, column) of the clipping report's released counts; none without the report."""
+    report = plan.clipping
+    return [] if report is None else list(zip((report.clipped, report.people), CLIPPING_COLUMNS))

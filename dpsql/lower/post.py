@@ -8,7 +8,7 @@ from dpsql.lower import histogram, quantile
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
 from dpsql.sql.build import alias, cast, col, num, table
-from dpsql.lower.names import key_names
+from dpsql.lower.names import clipping_columns, key_names
 from dpsql.sql.guard import guarded
 from dpsql.lower.noise import scalar_measurements
 from dpsql.plan.aggregates import AGGREGATES, never_negative
@@ -87,6 +87,7 @@ def final_select(plan: Plan) -> exp.Select:
         if has_interval(plan, o):
             columns += [alias(col(f"{plan.slot(i)}_lo"), f"{o.name}_ci_low"),
                         alias(col(f"{plan.slot(i)}_hi"), f"{o.name}_ci_high")]
+    columns += [col(name) for _, name in clipping_columns(plan)]   # the clipping report's, last
     query = exp.select(*columns).from_(table("__out"), copy=False)
     if plan.having is not None:
         # On released values only, but it may still compare a key with a number: never an error.

@@ -33,7 +33,7 @@ import dataclasses
 from sqlglot import exp
 
 from dpsql.lower import distinct, histogram, quantile, top_k
-from dpsql.lower.names import choice_function
+from dpsql.lower.names import choice_function, clipping_columns
 from dpsql.plan.model import Plan
 from dpsql.sql.build import DIALECT, alias, col, ident, join, num, table
 from dpsql.sql.compare import compare
@@ -96,6 +96,7 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
         interval = output_interval(plan, i)
         if interval is not None:
             values += [alias(interval[0], f"{plan.slot(i)}_lo"), alias(interval[1], f"{plan.slot(i)}_hi")]
+    values += [alias(col(m), name) for m, name in clipping_columns(plan)]
     out = histogram.join_outputs(plan, quantile.join_outputs(
         plan, top_k.chosen_only(plan, exp.select(*values).from_(table("__noisy"), copy=False))))
     if plan.selection is not None:

@@ -28,9 +28,10 @@ from dpsql.frontend.relation import conjuncts
 from dpsql.frontend.scope import AGGREGATES as AGGREGATE_NODES, Scope, argument_bounds, columns_in, group_keys, key_position, name_of, quantile_of
 from dpsql.frontend.derived import MAX_DERIVED_KEYS, DerivedKeys, TooManyKeys
 from dpsql.plan.model import Plan
-from dpsql.plan.parts import GroupKey, KeyColumn, Measurement, Output, Selection
+from dpsql.plan.parts import GroupKey, KeyColumn, Measurement, Output, Selection, partition_bound
 from dpsql.plan import top_k
 from dpsql.plan.allocation import check_budget_parameters, split, top_k_split
+from dpsql.plan.clipping import ClippingReport, report_budgets
 from dpsql.mechanisms.quantile_rules import rule
 from dpsql.plan.aggregates import AGGREGATES, Sharing, signature
 from dpsql.plan.quantities import QUANTITIES, Need
@@ -217,8 +218,7 @@ def _planned(select: exp.Select, scope: Scope, outputs: list[Output], order: lis
     than the noisy value every group would get instead (top_k.better): a function of the plan alone."""
     table, (epsilon, delta) = scope.table, budget
     L, C = _contribution_limits(scope, keys)
-    bounds = [k.domain_bound for k in keys]
-    ask = top_k.asked(select, scope, outputs, order, limits, None if None in bounds else math.prod(bounds),
+    ask = top_k.asked(select, scope, outputs, order, limits, partition_bound(keys, table.joint_keys),
                       Sharing(selecting=private, row_level=table.row_level))
     values = _measurements(outputs, L, C, budget, private, table, chosen)
     if ask is None:
@@ -260,12 +260,20 @@ def _mechanism(scope: Scope, asked: str | None, delta: float) -> Mechanism:
 
 def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float,
                confidence: float | None = None, nonnegative: bool = True, mechanism: str | None = None,
-               names: Sequence[str | None] = ()) -> Plan:
+               names: Sequence[str | None] = (), report_clipping: bool = False) -> Plan:
     """Plan a validated query: outputs, measurements with sensitivities and noise, post-processing.
     ``mechanism``: the caller's choice (an option name in mechanisms/base.py ``OPTIONS``); ``names``: the
-    SELECT items' output names as plain DuckDB gives them for the query as written (None: the plan's own)."""
+    SELECT items' output names as plain DuckDB gives them for the query as written (None: the plan's own);
+    ``report_clipping``: the caller asks for the clipping report (as OPTIONS(report_clipping = true) does)."""
     epsilon, delta = check_budget_parameters(epsilon, delta)
     chosen = _mechanism(scope, mechanism, delta)
+    if not isinstance(report_clipping, bool):
+        raise InvalidParameter("DP401", f"report_clipping must be True or False, got {report_clipping!r}")
+    reporting = report_clipping or scope.options.report_clipping
+    refuse = (lambda code, message, hint: scope.refuse(code, message, select.meta.get("dp"), hint=hint,
+                                                        cls=InvalidParameter, rule="clipping_report"))
+    budget, report_budget = (report_budgets(scope.options.clipping_epsilon, epsilon, delta, chosen, refuse)
+                             if reporting else ((epsilon, delta), None))
     check_release_options(confidence, nonnegative)
     table = scope.table
     specs = group_keys(select, scope)
@@ -282,15 +290,37 @@ def build_plan(select: exp.Select, scope: Scope, *, epsilon: float, delta: float
         _refuse_private(scope, *private[0])
     limit, offset = (int(select.args[k].expression.this) if select.args.get(k) else None for k in ("limit", "offset"))
     measurements, outputs, selection_delta, top = _planned(select, scope, _unique_names(collected.items), order, keys,
-                                                           (limit, offset), (epsilon, delta), bool(private), chosen)
+                                                           (limit, offset), budget, bool(private), chosen)
     selection = _selection(measurements, L, selection_delta) if private else None
+    clipping = None
+    if report_budget is not None:
+        measurements, clipping = _report(measurements, top, (L, C), table, chosen, report_budget,
+                                         scope.options.clipping_epsilon is not None)
     where = select.args.get("where")
     return Plan(sql=scope.sql, table=table, where=where.this.copy() if where is not None else None,
                 group_keys=tuple(keys), measurements=tuple(measurements), outputs=tuple(outputs),
                 having=having, order=tuple(order), limit=limit, offset=offset,
                 epsilon=epsilon, delta=delta if selection or chosen.measure != PURE or _spends_delta(measurements) else 0.0,
                 max_groups_option=scope.options.max_groups,
-                selection=selection, confidence=confidence, nonnegative=nonnegative, top_k=top)
+                selection=selection, confidence=confidence, nonnegative=nonnegative, top_k=top, clipping=clipping)
+
+
+def _report(measurements: list[Measurement], top: top_k.TopK | None, limits: tuple[int, int], table: TablePolicy,
+            chosen: Mechanism, budget: tuple[float, float], asked: bool) -> tuple[list[Measurement], ClippingReport]:
+    """The clipping report's measurements after the query's (plan/clipping.py): the count of cut people,
+    and of the group's people unless the query counts them already (partition selection, COUNT(DISTINCT
+    unit)); at the report's own (epsilon, delta), split by the query's mechanism. Named after every
+    quantity the plan computes (a top-k's utility may hold the next name)."""
+    people = next((m for m in measurements if m.kind == Quantity.UNITS), None)
+    needs = [Need(Quantity.CLIPPED, None)] + ([] if people is not None else [Need(Quantity.UNITS, None)])
+    first = len(measurements) + (1 if top is not None else 0)
+    calibrations = [_calibration(need, *limits, table) for need in needs]
+    losses, _ = chosen.split(*budget, [s for _, s in calibrations], False)
+    added = [_measurement(f"m{first + i}", need, g, sens, loss, chosen)
+             for i, (need, (g, sens), loss) in enumerate(zip(needs, calibrations, losses))]
+    report = ClippingReport(clipped=added[0].name, people=people.name if people is not None else added[1].name,
+                            epsilon=budget[0], delta=budget[1], shared=people is not None, asked=asked)
+    return measurements + added, report
 
 
 def _spends_delta(measurements: list[Measurement]) -> bool:
@@ -350,8 +380,7 @@ def _contribution_limits(scope: Scope, keys: list[GroupKey]) -> tuple[int, int]:
     """(L, C): partitions per unit and rows per unit and partition (row level: 1 and 1)."""
     table = scope.table
     L = 1 if table.row_level else (scope.options.max_groups or table.max_groups_per_unit)
-    bounds = [k.domain_bound for k in keys]
-    partitions = None if None in bounds else math.prod(bounds)
+    partitions = partition_bound(keys, table.joint_keys)
     if partitions is not None:
         # A unit can only reach as many partitions as there are: a global aggregate has L = 1.
         L = min(L, partitions)

@@ -25,6 +25,7 @@ class Quantity(_Kind):
     QUANTILE = "quantile"         # the node counts of a quantile tree
     COUNT_IF = "count_if"         # COUNT_IF(cond): rows where a condition holds
     HISTOGRAM = "histogram"       # one quantile of a group's bounded histogram, by a quantile rule
+    CLIPPED = "clipped"           # people whose contribution bounding changed (plan/clipping.py)
 
 
 class Bounding(_Kind):

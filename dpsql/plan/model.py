@@ -7,7 +7,7 @@ text, joined here from the parts' lines (plan/explain.py).
 """
 from __future__ import annotations
 
-import math
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
@@ -18,9 +18,11 @@ from sqlglot import exp
 from dpsql.mechanisms.losses import APPROXIMATE, ZCDP, compose
 from dpsql.mechanisms.releases import Release
 from dpsql.frontend.arg_max import Lookup
+from dpsql.plan.clipping import ClippingReport
 from dpsql.plan.explain import key_description, measurement_lines, output_line
-from dpsql.plan.parts import GroupKey, Measurement, Output, Selection
+from dpsql.plan.parts import GroupKey, Measurement, Output, Selection, joint_of, partition_bound
 from dpsql.plan.top_k import TopK
+from dpsql.plan.public import PublicPlan
 from dpsql.plan.text import heading
 from dpsql.policy.model import TablePolicy
 
@@ -55,14 +57,16 @@ class Plan:
                                            # and delta above are then the whole query's, theirs included
     lookup: Lookup | None = None           # a public table's columns read by the released top-1 key
                                            # (frontend/arg_max.py): post-processing of public data
+    then: PublicStage | None = None        # this plan is a correlated stage; the query's last stage reads
+                                           # public tables and its released values only (answered exactly)
+    clipping: ClippingReport | None = None  # the clipping report's measurements (plan/clipping.py)
     rewritten_sql: str = field(default="", compare=False)
     budget_note: BudgetNote | None = field(default=None, compare=False)   # explain's: the remaining budget
 
     @property
     def partitions(self) -> int | None:
         """An upper bound on the number of GROUP BY partitions (None: private keys, not known)."""
-        bounds = [k.domain_bound for k in self.group_keys]
-        return None if None in bounds else math.prod(bounds)
+        return partition_bound(self.group_keys, self.table.joint_keys)
 
     @property
     def max_groups(self) -> int:
@@ -148,6 +152,31 @@ class Stage:
         return [head] + _stage_body(self.plan)
 
 
+@dataclass(frozen=True)
+class PublicStage:
+    """The last stage of a query whose one stage is correlated and whose rest reads public tables only
+    (frontend/stages.py ``public``, TPC-H Q20): the query over public tables and the stage's released values
+    (the table ``values``), answered exactly. A function of public data and the release: post-processing,
+    epsilon 0, so the query costs its stage, which takes the whole budget."""
+    plan: PublicPlan
+    values: TablePolicy
+    release_sql: str   # the stage's own SQL (explain)
+
+    def lines(self, release: Plan) -> list[str]:
+        """Explain's text for the query: both stages, the release's at the whole budget."""
+        lines = [heading(release.sql),
+                 "stages: 2, charged once: stage 1 is the release (the whole budget); stage 2 reads public tables and "
+                 "stage 1's released values only, answered exactly (post-processing: epsilon 0)",
+                 f"budget: epsilon {release.epsilon:.6g}, delta {release.delta:g}"]
+        lines += release.budget_note.lines() if release.budget_note is not None else []
+        inner = dataclasses.replace(release, then=None, sql=self.release_sql, budget_note=None)
+        lines += Stage(inner, self.values).lines(1, 2)
+        lines.append("stage 2 of 2: the query below over public tables and stage 1's released values, answered "
+                     "exactly at epsilon 0; the values are noisy, so the rows it keeps are chosen by noisy thresholds "
+                     "(a row near one may be kept or dropped where the exact query would not: stage 1's error above)")
+        return lines + ["  " + line for line in str(self.plan).splitlines()[4:]]
+
+
 def _stage_body(plan: Plan) -> list[str]:
     """A stage's explain text, indented, without its first line (the head says it)."""
     return ["  " + line for line in str(plan).splitlines()[1:]]
@@ -172,6 +201,8 @@ def _stage_lines(plan: Plan) -> list[str]:
 def _explain(plan: Plan) -> str:
     """The explain text: the table and its bounds, the groups, the measurements and outputs (their
     lines from plan/explain.py), the composition, and the rewritten SQL."""
+    if plan.then is not None:
+        return "\n".join(plan.then.lines(plan))
     t = plan.table
     unit = "each row is a person" if t.row_level else f"privacy unit {t.privacy_unit}"
     lines = [heading(plan.sql),
@@ -182,6 +213,11 @@ def _explain(plan: Plan) -> str:
     lines += _bounds_lines(t) + _contribution_lines(plan)
     if plan.group_keys:
         keys = ", ".join(key_description(k) for k in plan.group_keys)
+        joint = joint_of(plan.group_keys, t.joint_keys)
+        if joint is not None:
+            where = f" where {joint.where}" if joint.where else ""
+            keys = (f"({', '.join(joint.columns)}): the {joint.count} combinations the public tables' rows hold"
+                    f"{where} (read from public data, not every combination of the columns' keys)")
         if plan.selection is None:
             released = "every one released" if plan.top_k is None else f"the {plan.top_k.k} chosen released"
             lines.append(f"groups: {keys}: <= {plan.partitions} partition(s), {released}")
@@ -199,6 +235,7 @@ def _explain(plan: Plan) -> str:
         lines += measurement_lines(m)
     if plan.top_k is not None:
         lines += plan.top_k.lines(plan.selection is not None, plan.partitions)
+    lines += plan.clipping.lines(plan.own_budget[0]) if plan.clipping is not None else []
     lines.append("outputs (post-processing, no extra budget):")
     lines += [output_line(o, plan.group_keys, plan.measurement) for o in plan.outputs]
     n = len(plan.measurements)

@@ -150,6 +150,22 @@ class GroupKey:
         return math.prod(len(c.keys) for c in self.columns) if self.public else None
 
 
+def joint_of(keys, joint):
+    """The joint key set (policy/model.py JointKeys) whose columns the GROUP BY items are, or None."""
+    if joint is not None and keys and sorted(k.column or "" for k in keys) == sorted(joint.columns):
+        return joint
+    return None
+
+
+def partition_bound(keys, joint) -> int | None:
+    """At most this many partitions: the product of the GROUP BY items' domains, or, where the items are
+    the columns of a joint key set, its count of tuples."""
+    if joint_of(keys, joint) is not None:
+        return joint.count
+    bounds = [k.domain_bound for k in keys]
+    return None if None in bounds else math.prod(bounds)
+
+
 @dataclass(frozen=True)
 class Selection:
     """DP partition selection: a group is released iff its noisy unit count is >= threshold; a group

@@ -18,14 +18,16 @@ from typing import Any, Callable
 
 from sqlglot import exp
 
+from dpsql.errors import InternalError
 from dpsql.sql.build import case_when, col, num
 from dpsql.plan.exact import Columns, Reading, capped, declared_key, leaf_index, summed_row, unit_sum, with_value
 from dpsql.plan.kinds import Bounding, Quantity
+from dpsql.plan.cuts import own_cut, rows_cut, sum_cut, sum_range, values_cut, values_range
 from dpsql.mechanisms.quantile_ranks import fraction_of
 from dpsql.mechanisms.quantile_rules import BY_NAME, rule
 from dpsql.mechanisms.releases import Sensitivity
-from dpsql.plan.sensitivity import (TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES, count_sensitivity, distinct_sensitivity,
-                                    granularity, grid_bound, histogram_sensitivity, quantile_tree_sensitivity,
+from dpsql.plan.sensitivity import (TREE_BRANCHING, TREE_DEPTH, TREE_LEAVES, clipped_sensitivity, count_sensitivity,
+                                    distinct_sensitivity, granularity, grid_bound, histogram_sensitivity, quantile_tree_sensitivity,
                                     sum_sensitivity, unit_total_sensitivity)
 from dpsql.plan.text import fmt
 
@@ -71,6 +73,10 @@ class QuantitySpec:
     read: Callable[[Any, Reading], exp.Expression] | None = None        # v_<m> read from the row itself
     details: Callable[[Any], list[str]] = lambda m: []             # explain lines before its sensitivity
     noised: str | Callable[[Any], str] = "answers"                  # what its noise is added to (explain)
+    # The clipping report (plan/clipping.py, plan/cuts.py): whether bounding cut a unit's contribution to
+    # one partition (an aggregate over its rows there), and the range each row's argument is clamped into.
+    cut: Callable[[Any, int, Columns], exp.Expression] | None = None
+    clamped: Callable[[Any], tuple[float, float] | None] | None = None
 
 
 def _counted(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
@@ -89,6 +95,16 @@ def _summed(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
     g = granularity(need.lower, need.upper)
     bound = grid_bound(need.lower, need.upper, g)
     return g, sum_sensitivity(L, C, bound) if need.bounding == Bounding.ROWS else unit_total_sensitivity(L, bound)
+
+
+def _clipped(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
+    return 1.0, clipped_sensitivity(L)   # one person's 0/1 flag in each of <= L partitions
+
+
+def _of_the_plan(m, *args) -> exp.Expression:
+    """The clipping flag reads the plan's other measurements: lower/clipping.py builds it from the plan."""
+    raise InternalError("DP999", "the clipping report's SQL is built from the plan (lower/clipping.py): this is "
+                        "probably a bug")
 
 
 def _distinct(need: Need, L: int, C: int, table) -> tuple[float, Sensitivity]:
@@ -155,11 +171,11 @@ def _own(m, c: Columns) -> exp.Expression:
 
 QUANTITIES: dict[Quantity, QuantitySpec] = {q.kind: q for q in (
     QuantitySpec(Quantity.COUNT, lambda m: "COUNT(*)", _counted, exact=_rows,
-                 unit=lambda m, C, c: capped(m, C, _rows(m, c))),
+                 unit=lambda m, C, c: capped(m, C, _rows(m, c)), cut=rows_cut),
     QuantitySpec(Quantity.COUNT_COL, lambda m: f"COUNT({m.column})", _counted, exact=_values,
-                 unit=lambda m, C, c: capped(m, C, _values(m, c)), argument=True),
+                 unit=lambda m, C, c: capped(m, C, _values(m, c)), argument=True, cut=values_cut),
     QuantitySpec(Quantity.SUM, _sum_label, _summed, exact=lambda m, c: exp.Sum(this=col(c.value)), unit=unit_sum,
-                 argument=True, numeric=True, row=summed_row, details=_sum_details),
+                 argument=True, numeric=True, row=summed_row, details=_sum_details, cut=sum_cut, clamped=sum_range),
     # AVG's denominator with per-group bounds; at row level (never planned: per-group bounds need
     # units) each row is a unit, so its units with a value are its rows with one.
     QuantitySpec(Quantity.COUNT_UNITS, lambda m: f"COUNT(units with {m.column})", _units, exact=_values,
@@ -172,13 +188,18 @@ QUANTITIES: dict[Quantity, QuantitySpec] = {q.kind: q for q in (
     # COUNT_IF(cond): a row counts where its condition, guarded as a WHERE is, holds; capped at C rows per
     # unit and partition as any count, so L*C (sensitivity.count_sensitivity).
     QuantitySpec(Quantity.COUNT_IF, lambda m: f"COUNT_IF({m.column})", _counted, exact=_own,
-                 unit=lambda m, C, c: capped(m, C, _own(m, c)),
+                 unit=lambda m, C, c: capped(m, C, _own(m, c)), cut=own_cut,
                  read=lambda m, r: case_when(r.condition(m.argument), num(1), exp.Null())),
     QuantitySpec(Quantity.QUANTILE, lambda m: f"QUANTILE TREE({m.column})", _tree, exact=None, stage=Stage.TREE,
                  argument=True, numeric=True, row=lambda m, c, row_level: leaf_index(col(c.raw), m),
-                 details=_tree_details, noised="node counts"),
+                 details=_tree_details, noised="node counts", cut=values_cut, clamped=values_range),
     # MEDIAN(x, mechanism => 'exponential'), MIN, MAX, ...: a rule's answer per group from the same leaves.
     QuantitySpec(Quantity.HISTOGRAM, _histogram_label, _histogram, exact=None, stage=Stage.HISTOGRAM,
                  argument=True, numeric=True, row=lambda m, c, row_level: leaf_index(col(c.raw), m),
-                 details=_histogram_details, noised=lambda m: rule_of(m).noised),
+                 details=_histogram_details, noised=lambda m: rule_of(m).noised, cut=values_cut,
+                 clamped=values_range),
+    # The clipping report: a person's 0/1 flag per kept partition, that bounding cut their rows or values
+    # there (lower/clipping.py builds it from the other quantities' ``cut`` and ``clamped``); L, 1.
+    QuantitySpec(Quantity.CLIPPED, lambda m: "COUNT(people whose rows or values bounding cut)", _clipped,
+                 exact=_of_the_plan, unit=_of_the_plan, noised="counts"),
 )}

@@ -63,6 +63,15 @@ def unit_total_sensitivity(max_groups: int, bound: int) -> Sensitivity:
     return Sensitivity(max_groups, Fraction(bound))
 
 
+def clipped_sensitivity(max_groups: int) -> Sensitivity:
+    """The clipping report's count (plan/clipping.py): the people of a group whose contribution the
+    bounding changed. Each person adds 0 or 1 to each of the <= L partitions __bounded keeps for them
+    (their flag, lower/clipping.py, is a function of their own rows alone: their row count and values
+    in the partition, their number of partitions), and nothing to any other: L0 = L, Linf = 1. Another
+    person's flag reads none of this person's rows, so it is the same in both neighbours."""
+    return Sensitivity(max_groups, Fraction(1))
+
+
 def distinct_sensitivity(max_groups: int, max_rows: int, keys: int | None) -> Sensitivity:
     """COUNT(DISTINCT col): L0 = L, Linf = C, or min(C, |keys|) over a public key set.
 

@@ -89,6 +89,17 @@ class ColumnPolicy:
 
 
 @dataclass(frozen=True)
+class JointKeys:
+    """The groups of a GROUP BY of several columns of one joined public table: the distinct tuples of a
+    read over public tables only (frontend/key_pruning.py ``joint_read``), not the product of the
+    columns' key sets; ``count`` of them, read by the engine at planning (engines/duckdb.py)."""
+    columns: tuple[str, ...]
+    read: str          # DuckDB SQL over public tables only: one row per group
+    count: int
+    where: str = ""    # the public conditions the read applies (explain)
+
+
+@dataclass(frozen=True)
 class TablePolicy:
     """One table: its privacy unit and contribution bounds L and C, or ``public``.
 
@@ -121,6 +132,7 @@ class TablePolicy:
     # A table of a stage's released values (frontend/correlated.py): public to the plan, filled by the engine
     # only once its stage has run, so never read while planning (no key read, no uniqueness read).
     released: bool = False
+    joint_keys: JointKeys | None = None   # a relation's GROUP BY of one public table's columns (JointKeys)
 
     @property
     def row_level(self) -> bool:

@@ -39,7 +39,6 @@ from dpsql.server.limits import EXPLAIN_FIELDS, QUERY_FIELDS, FreeRate, InFlight
 
 log = logging.getLogger("dpsql.server")
 STATIC = Path(__file__).parent / "static"
-MAX_ID = 2 ** 63 - 1
 # The console is plain files from /static: no inline script, nothing from elsewhere, never framed.
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
@@ -154,7 +153,7 @@ async def query(server: _Server, request: Request) -> Response:
         if isinstance(result.plan, Plan) and not result.replayed:
             server.free.refund(analyst.name)   # charged to the budget: not free work
         # Encoded in a worker too: a public-only answer of a million rows takes seconds of Python.
-        return await server.work(_answer, request, result.arrow(), plan, budget, result.replayed, result.warnings)
+        return await server.work(_answer, request, result.released(), plan, budget, result.replayed, result.warnings)
 
 
 @endpoint
@@ -179,16 +178,19 @@ async def history(server: _Server, request: Request) -> Response:
 
 @endpoint
 async def history_item(server: _Server, request: Request) -> Response:
-    """A released answer of this analyst's, again, free; another analyst's id is unknown (404)."""
-    charge_id = request.path_params["id"]
+    """A released answer of this analyst's, again, free, by its number in their own history (1, 2, 3 ...:
+    never the ledger's id, encode.numbered); a number they do not have is unknown (404)."""
+    number = request.path_params["id"]
     async with server.analyst(request) as analyst:
         def find():
-            table = analyst.answer(charge_id) if charge_id <= MAX_ID else None
-            if table is None:
-                raise RequestError("DP420", f"no released answer {charge_id} in your history")
             state = analyst.budget
-            charge = next(c for c in state.history if c.id == charge_id)
+            charge = encode.numbered(state.history, number)
+            found = None if charge is None else analyst.stored(charge.id)
+            if found is None:
+                raise RequestError("DP420", f"no released answer {number} in your history")
+            table, level = found   # the intervals' level as the fresh answer had it: the same labels
             plan = {"epsilon": charge.epsilon, "delta": charge.delta, "text": charge.plan, "public_only": False,
+                    "ci": level, "sql": charge.sql,
                     "outputs": [{"name": n, "kind": None, "expected_error": None, "confidence": None}
                                 for n in table.column_names]}
             return _answer(request, table, plan, encode.budget_doc(state, analyst.name), True, [])

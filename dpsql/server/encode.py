@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dpsql.api import clipping
 from dpsql.api.display import noisy_columns, to_json_value
 from dpsql.errors import DpsqlError
 from dpsql.plan.aggregates import released_directly
@@ -43,6 +44,9 @@ def plan_doc(plan) -> dict:
            "public_only": isinstance(plan, PublicPlan), "outputs": [],
            "rewritten_sql": plan.rewritten_sql, "ci": getattr(plan, "confidence", None),
            "noisy": sorted(noisy_columns(plan))}   # what a client's display marks ~ (api/display.py)
+    shape = clipping.shape(plan)
+    if shape is not None:   # the clipping report's keys and errors: the client shows it as Result.clipping
+        doc["clipping"] = shape.as_dict()
     if getattr(plan, "budget_note", None) is not None:
         doc["budget_before"] = plan.budget_note.as_dict()
     if isinstance(plan, Plan):
@@ -61,11 +65,24 @@ def budget_doc(budget, analyst: str) -> dict:
 
 
 def history_doc(budget) -> dict:
-    """The analyst's own charged queries, oldest first."""
-    return {"queries": [{"id": c.id, "time": c.time, "sql": c.sql, "epsilon": c.epsilon, "delta": c.delta,
+    """The analyst's own charged queries, oldest first, numbered 1, 2, 3 ... as ``numbered`` says."""
+    return {"queries": [{"id": n, "time": c.time, "sql": c.sql, "epsilon": c.epsilon, "delta": c.delta,
                          "status": c.status, "plan": c.plan, "replays": c.replays,
                          "replayable": bool(getattr(c, "replayable", c.status == "released" and c.epsilon > 0))}
-                        for c in budget.history]}
+                        for n, c in enumerate(budget.history, 1)]}
+
+
+def numbered(history, number: int):
+    """The charge an analyst calls ``number``: its place in their own history (oldest 1), or None.
+
+    Analysts never see the ledger's row ids: those count every analyst's queries, so the gap between
+    two of one analyst's ids would tell them how much the others asked meanwhile. A place in their
+    own append-only history is stable, and tells them only what they did themselves.
+
+    >>> numbered(["a", "b"], 2), numbered(["a", "b"], 0), numbered(["a", "b"], 3)
+    ('b', None, None)
+    """
+    return history[number - 1] if 1 <= number <= len(history) else None
 
 
 def answer_doc(table: pa.Table, plan: dict, budget: dict, replayed: bool, warnings: list[str]) -> dict:
@@ -136,6 +153,7 @@ def error_body(err: DpsqlError) -> tuple[int, dict]:
     if code == "DP402":
         requested, remaining = getattr(err, "requested", (0, 0)), getattr(err, "remaining", (0, 0))
         doc["requested"] = {"epsilon": float(requested[0]), "delta": float(requested[1])}
-        doc["remaining"] = {"epsilon": float(remaining[0]), "delta": float(remaining[1])}
+        if remaining is not None:   # None: the shared total, whose figures are not the analyst's (errors.py)
+            doc["remaining"] = {"epsilon": float(remaining[0]), "delta": float(remaining[1])}
     return status_of(code), {"error": doc}
 

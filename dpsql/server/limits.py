@@ -55,7 +55,7 @@ class Limits:
 # Fields of a request body: name -> (kind, required). "number" accepts ints and floats, not booleans.
 QUERY_FIELDS = {"sql": ("string", True), "epsilon": ("number", False), "delta": ("number", False),
                 "ci": ("number", False), "fresh": ("boolean", False), "nonnegative": ("boolean", False),
-                "mechanism": ("string", False)}
+                "mechanism": ("string", False), "report_clipping": ("boolean", False)}
 EXPLAIN_FIELDS = {k: v for k, v in QUERY_FIELDS.items() if k != "fresh"}
 
 

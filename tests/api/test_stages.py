@@ -111,3 +111,19 @@ def test_an_analyst_is_charged_once_for_both_stages_and_refused_whole(db):
     with pytest.raises(dpsql.DpsqlError) as info:
         ann.sql(QUERY, epsilon=1.0, fresh=True)   # stage 1 alone (0.5) would fit: the query does not
     assert info.value.code == "DP402" and ann.budget.spent_epsilon == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("sql, words", [
+    ("SELECT ssn, COUNT(*) AS n FROM people WHERE income > (SELECT AVG(income) FROM people) GROUP BY sex", "ssn"),
+    ("SELECT sex, COUNT(*) AS n FROM people WHERE income > (SELECT AVG(income) FROM people WHERE age > 30)\n"
+     "GROUP BY sex ORDER BY  nope", "nope"),
+    ("SELECT sex, COUNT(*) FROM people WHERE income > (SELECT AVG(ssn) FROM people) GROUP BY sex", "ssn"),
+])
+def test_a_refusal_in_a_stage_points_into_the_query_as_written(db, sql, words):
+    """Each stage is planned from text regenerated from the query (the subquery's value a NULL); its
+    refusal still points at the words of the query the analyst wrote, not at that text."""
+    with pytest.raises(dpsql.DpsqlError) as refused:
+        db.sql(sql)
+    err = refused.value
+    assert err.sql == sql and sql[err.start:err.end + 1].lower() == words
+    assert db.budget.spent_epsilon == 0

@@ -267,3 +267,19 @@ def test_cli_explain_as_json_with_server(served):
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     assert doc["epsilon"] == 0.125 and doc["outputs"][1]["name"] == "n" and "rewritten_sql" not in doc
+
+
+def test_the_clipping_report_reaches_the_server_and_back(served):
+    """report_clipping over the wire and from the CLI (issue 25, item 2): the same columns as in process, the
+    report taken off into Result.clipping by the client, its explain lines, the footer's line."""
+    db, token, url = served
+    sql = "SELECT clinic, COUNT(*) AS n, SUM(cost) AS s FROM visits GROUP BY clinic"
+    remote = dpsql.remote(url, token)
+    res = remote.sql(sql, epsilon=0.5, report_clipping=True)
+    assert res.columns == ["clinic", "n", "s"] and "clipping report" in str(res)
+    report = res.clipping.to_pylist()
+    assert [r["clinic"] for r in report] == ["a", "b", "c"] and all(r["fraction"] is None or 0 <= r["fraction"] <= 1 for r in report)
+    assert remote.sql(sql, epsilon=0.5).clipping is None
+    assert "clipping report (report_clipping)" in str(remote.explain(sql, epsilon=0.5, report_clipping=True))
+    out = run("query", sql, "--server", url, "--epsilon", "0.25", "--report-clipping", token=token)
+    assert out.exit_code == 0 and "clipping report (people whose rows or values" in out.stdout, out.output

@@ -1,5 +1,5 @@
 """docs/architecture.md stays true: every path and code name it cites exists, every module of dpsql/ is
-named, the pipeline lists the frontend's passes in the order the connection calls them, and the
+named, the pipeline lists the frontend's passes in the order the planner calls them, and the
 layers are pyproject.toml's."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from dpsql.api.connection import PrivateConnection
+from dpsql.api.planner import Planner
 from tests.support.paths import ROOT, layers_contract
 
 DOC = (ROOT / "docs" / "architecture.md").read_text()
@@ -78,10 +78,10 @@ def _pipeline() -> str:
 
 
 def _called_modules() -> list[str]:
-    """The frontend, plan and lower modules ``PrivateConnection._lowered`` calls, in the order they
+    """The frontend, plan and lower modules ``Planner.lowered`` calls, in the order they
     run (a call's arguments before the call), as paths under dpsql/."""
-    imported = {}   # a name connection.py imports -> the module it comes from (or is)
-    for node in ast.parse(inspect.getsource(inspect.getmodule(PrivateConnection))).body:
+    imported = {}   # a name planner.py imports -> the module it comes from (or is)
+    for node in ast.parse(inspect.getsource(inspect.getmodule(Planner))).body:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dpsql."):
             for alias in node.names:
                 whole = f"{node.module}.{alias.name}"
@@ -98,7 +98,7 @@ def _called_modules() -> list[str]:
             if path and path.split("/")[0] in ("frontend", "plan", "lower") and path not in order:
                 order.append(path)
 
-    visit(ast.parse(textwrap.dedent(inspect.getsource(PrivateConnection._lowered))))
+    visit(ast.parse(textwrap.dedent(inspect.getsource(Planner.lowered))))
     return order
 
 

@@ -126,3 +126,13 @@ def test_the_cwida_benchmark_compares_against_the_peers_medians():
     rec = cwida.compare({"rel_error": 0.0001, "ratio": 1.5, "expected": {"ours": 1.0, "peer": 1.03}}, 6, sf=10)
     assert rec["lower_error"] and rec["lower_ratio"] and rec["lower_expected"] == "tie"
     assert cwida.compare({"rel_error": 0.0001, "ratio": 1, "expected": {"ours": 1, "peer": 2}}, 1, 10)["lower_expected"] == "yes"
+
+
+def test_the_consistency_benchmark_runs_both_shapes_at_two_draws():
+    bench = load("consistency")
+    result = bench.run(runs=2, epsilons=(1.0,))
+    hierarchy, two_way = result["results"]["hierarchy"][0], result["results"]["two-way"][0]
+    assert [lv["cells"] for lv in hierarchy["levels"]] == [1, 50, 3000]
+    assert [lv["cells"] for lv in two_way["levels"]] == [1, 50, 60, 3000]
+    assert all(lv["raw"] > 0 and lv["gls"] > 0 for lv in hierarchy["levels"] + two_way["levels"])
+    assert "| 1 | (state, county) | 3,000 |" in bench.markdown(result)

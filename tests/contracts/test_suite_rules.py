@@ -24,9 +24,6 @@ MODULES = sorted(TESTS.rglob("*.py"))
 
 # Underscored names a test may use: (file under tests/, name) -> why. Nothing of a connection's inside.
 ALLOWED_PRIVATE = {
-    ("contracts/test_architecture.py", "_lowered"):
-        "docs/architecture.md names PrivateConnection._lowered as the one function the pipeline is written "
-        "in; the doc's test reads its source (never calls it) to check the doc lists the passes in order",
     ("api/test_result.py", "_repr_html_"):
         "IPython's display protocol: Jupyter calls _repr_html_ by that name, and the test renders a Result "
         "the way Jupyter does",

@@ -232,12 +232,12 @@ def outcome(db, sql):
 
 @pytest.mark.parametrize("sql", MIXED)
 def test_a_private_table_anywhere_goes_through_the_dp_pipeline(con, monkeypatch, sql):
-    import dpsql.api.connection as connection
+    import dpsql.api.planner as planner
     db = dpsql.connect(con, policy=POLICY, ledger=":memory:")
     got = outcome(db, sql)
     assert got[:2] != ("answered", "PublicPlan")
     # As if this feature did not exist: the same refusal or the same kind of answer.
-    monkeypatch.setattr(connection, "public_only", lambda statement, policy: False)
+    monkeypatch.setattr(planner, "public_only", lambda statement, policy: False)
     before = dpsql.connect(duckdb_copy(con), policy=POLICY, ledger=":memory:")
     assert outcome(before, sql) == got
 

@@ -52,11 +52,13 @@ from sqlglot import exp
 import dpsql
 from dpsql import testing
 from dpsql.frontend.parse import parse
+from dpsql.plan.public import PublicPlan
 from dpsql.plan.sensitivity import TREE_LEAVES
 from tests.support.checks import COMMON, examples
 from tests.support.leak_world import LEAK_POLICY, make_base_database
 from tests.support.leaks import attempt
 from tests.support.paths import GRAMMAR
+from dpsql.api.clipping import split
 from tests.support.queries.grammar import grammar_queries
 from tests.support.queries.mutations import mutated_queries
 from tests.support.queries.typed import typed_queries
@@ -232,6 +234,10 @@ def compare(sides, sql: str) -> str:
         return f"refused {ours.code}"
     assert ours.kind == "answered", f"engine failure ({ours.code}: {ours.detail}) for {sql!r}"
     plan = ours.plan
+    if isinstance(plan, PublicPlan):   # a public last stage (issue 24, Q20): its rows as DuckDB's, in its order
+        expected = plain.execute(plain_text).fetchall()
+        assert [tuple(r.values()) for r in ours.table.to_pylist()] == expected, sql
+        return "compared"
     if plan.max_groups_option is not None:
         return "skipped: max_groups_contributed"
     if plan.having is not None and uses_quantile(plan, plan.having):
@@ -255,8 +261,9 @@ def compare(sides, sql: str) -> str:
     failing = failing_argument(plain, plain_text)
     if failing is not None:
         return f"skipped: {failing}"
-    assert ours.table.column_names == names, f"dpsql names {ours.table.column_names}, DuckDB {names} for {sql!r}"
-    got = [tuple(r.values()) for r in ours.table.to_pylist()]
+    table = without_report(ours.table, plan, sql)
+    assert table.column_names == names, f"dpsql names {table.column_names}, DuckDB {names} for {sql!r}"
+    got = [tuple(r.values()) for r in table.to_pylist()]
     if plan.lookup is not None:
         check_top_one(sql, got, expected)
         return "compared"
@@ -270,6 +277,16 @@ def compare(sides, sql: str) -> str:
         return "compared, FLOAT columns read as DOUBLE"
     quantile_ranges(sides, sql, plan, got)
     return "compared"
+
+
+def without_report(table, plan, sql: str):
+    """The answer without the clipping report's counts (issue 25), which under this policy (it constrains
+    nothing) count nobody cut in any group."""
+    answer, counts = split(table)
+    assert (counts is not None) == (plan.clipping is not None), sql
+    if counts is not None:
+        assert set(counts.column(0).to_pylist()) <= {0}, (sql, counts.to_pylist())
+    return answer
 
 
 def with_floats_as_doubles(plain, text: str) -> list[tuple] | None:
@@ -604,6 +621,13 @@ FOUND = [
     "SELECT COUNT(*), COUNT(*), COUNT(*) AS \"COUNT_STAR()\", sex FROM people GROUP BY sex",
     "SELECT y, COUNT(*) AS n FROM (SELECT YEAR(day) AS y FROM visits) s GROUP BY y ORDER BY y",
     "SELECT sex, COUNT(*) - (SELECT AVG(age) FROM people) FROM people GROUP BY sex",   # a stage: named as written
+    # (the slow test's finding) the arg-max's looked-up columns, upper-case: a bare column takes the catalog's
+    # spelling, also when the arg-max pass has rewritten the query before the names are read
+    "WITH PER_CLINIC (CLINIC_ID, TOTAL) AS (SELECT CLINIC, SUM(COST) FROM VISITS GROUP BY CLINIC) "
+    "SELECT CLINICS.CLINIC, REGION, DOCTORS, TOTAL FROM CLINICS, PER_CLINIC WHERE CLINICS.CLINIC = CLINIC_ID "
+    "AND TOTAL = (SELECT MAX(TOTAL) FROM PER_CLINIC) ORDER BY CLINICS.CLINIC",
+    "WITH t (a, B) AS (SELECT sex, state FROM people) SELECT A, b, COUNT(*) FROM t GROUP BY A, b",
+    "SELECT G, COUNT(*) FROM (SELECT sex FROM people) AS s (g) GROUP BY G",
 ]
 
 

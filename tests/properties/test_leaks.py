@@ -211,6 +211,13 @@ FINDINGS = [
     "SELECT SUM(i8) AS s FROM visits, clinics WHERE clinics.clinic = visits.clinic AND region = 'north' AND "
     "CAST(txt AS INTEGER) < (SELECT COUNT(*) FROM visits WHERE clinic = clinics.clinic AND i8 > 0)",
     "SELECT c.clinic, AVG(f64) FROM visits w, clinics c WHERE w.clinic = c.clinic GROUP BY c.clinic",
+    # the clipping report (issue 25): the heavy person cut by C, L and clamps in each group kept for them
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(report_clipping = true) grade, tier, COUNT(*) AS n, SUM(f64) AS s, "
+    "MEDIAN(i32) AS m FROM visits GROUP BY grade, tier ORDER BY n",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6, clipping_epsilon = 0.1) txt, AVG(f64, "
+    "contribution_bounds_per_group => (0, 5)) AS a FROM visits GROUP BY txt",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(report_clipping = true) tier, COUNT_IF(CAST(txt AS INTEGER) > 1) AS n "
+    "FROM people GROUP BY tier",
     # (exact, each clinic's threshold would move with the person's rows there: about 11 rows per unit of it)
     "SELECT COUNT(*) AS n FROM visits v, clinics c WHERE v.clinic = c.clinic AND v.i8 < (SELECT COUNT(*) FROM visits w "
     "WHERE w.clinic = c.clinic) - 231",

@@ -73,13 +73,13 @@ def movement(plan, before: dict, after: dict) -> dict:
 def spec_sensitivity(m: Measurement, plan) -> int:
     """How far one unit can move a measurement, from the spec alone (README, "Sensitivity"), with the L and
     C the rewrite enforces (plan.max_groups, plan.max_rows): COUNT and COUNT_IF L*C; SUM L*C*B grid steps; per-group
-    (GoogleSQL) bounds L*B; unit counts L; COUNT(DISTINCT col) L*min(C, |keys|), L*C without keys; quantile
+    (GoogleSQL) bounds L*B; unit counts and the clipping report's cut people L; COUNT(DISTINCT col) L*min(C, |keys|), L*C without keys; quantile
     tree 4*L*C."""
     L, C = plan.max_groups, plan.max_rows
     B = None
     if m.lower is not None:
         B = math.ceil(Fraction(max(abs(m.lower), abs(m.upper))) / Fraction(m.granularity))
-    if m.kind in ("units", "count_units"):
+    if m.kind in ("units", "count_units", "clipped"):   # a person counts, or is cut, 0 or 1 times per group
         return L
     if m.kind == "distinct":
         keys = plan.table.columns[m.column].keys

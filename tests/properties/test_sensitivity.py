@@ -52,8 +52,12 @@ QUERIES = [
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') v, COUNT(*) AS n FROM t GROUP BY v ORDER BY n DESC LIMIT 2",   # private keys
     # bins derived from v's bounds as the WHERE narrows them (issue 24): two bins, so L = min(L, 2)
     "SELECT FLOOR(v / 2) AS b, COUNT(*), SUM(v) FROM t WHERE v >= 2 AND v <= 4 GROUP BY FLOOR(v / 2)",
+    # the clipping report (issue 25): a person's 0/1 flag in each kept partition, and the count of people
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(report_clipping = true) grp, COUNT(*), SUM(v), AVG(v), "
+    "COUNT_IF(v > 0) FROM t GROUP BY grp",
 ]
-NARROWED = QUERIES[-1]
+NARROWED = QUERIES[-2]
+CLIPPING = QUERIES[-1]
 # GoogleSQL per-unit bounds: each unit's total (or mean) in a partition is clamped, whatever its rows.
 USER_QUERIES = QUERIES + [
     "SELECT grp, COUNT(*, contribution_bounds_per_group => (0, 2)), COUNT(v, contribution_bounds_per_group => (1, 4)), "
@@ -66,6 +70,12 @@ USER_QUERIES = QUERIES + [
     "SUM(v, contribution_bounds_per_row => (0, 1), contribution_bounds_per_group => (0, 2)) FROM t GROUP BY grp",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grp, SUM(v, contribution_bounds_per_group => (0, 3)) AS s FROM t GROUP BY grp ORDER BY s DESC LIMIT 1",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'exponential') grp, COUNT(*, contribution_bounds_per_group => (1, 4)) AS n FROM t GROUP BY grp ORDER BY n LIMIT 1",
+    # the clipping report over per-group bounds, private keys (the cut's count of partitions), a quantile
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(report_clipping = true) grp, COUNT(*, contribution_bounds_per_group "
+    "=> (0, 2)), SUM(v, contribution_bounds_per_row => (0, 1), contribution_bounds_per_group => (0, 2)), "
+    "AVG(v, contribution_bounds_per_group => (-1, 3)) FROM t GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(report_clipping = true) v, COUNT(*) FROM t GROUP BY v",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(report_clipping = true) grp, MEDIAN(v), COUNT(v) FROM t GROUP BY grp",
 ]
 TOP_K = [q for q in USER_QUERIES if "LIMIT" in q]
 
@@ -92,6 +102,8 @@ def check(plan, before, after):
          sql=TOP_K[1])   # bounds >= 0: monotone, Linf
 @example(rows=[(1, "a", 3.0)], extra=[("a", v) for v in (0.0, 2.0, 3.0, 4.0, 5.0, 9.0)] * 2, L=3, C=2, b=[0.0, 10.0],
          sql=NARROWED)   # a heavy unit in every bin: L narrowed to the two the WHERE leaves
+@example(rows=[(1, "a", 0.0), (2, "b", 100.0)], extra=[("a", 9e9), ("b", -9e9), ("c", float("nan")), ("zz", 1.0)] * 6,
+         L=2, C=1, b=[0.0, 1.0], sql=CLIPPING)   # a heavy person cut by C, L and both clamps: 1 in each of L groups
 def test_user_level_sensitivity_bounds_one_unit_with_many_rows(rows, extra, L, C, b, sql):
     plan = plan_for("u", L, C, b[0], b[1], sql)
     neighbour = rows + [(99, grp, v) for grp, v in extra]

@@ -7,13 +7,17 @@ its caret under the offending column. Server strings are shown as text, never as
 
 Needs Debian's ``chromium`` (/usr/bin/chromium; ``.ci/run`` installs it) and Playwright for Python
 (the ``dev`` extra), driven at that binary: Playwright's own browser downloads are never used.
-The default run (about 20 s) keeps the main story, the refusal, HTML as text and a wrong token;
-the rest is ``-m slow``.
+The default run (about 25 s) keeps the main story, the refusal, HTML as text, a wrong token and
+what a log out leaves for the next analyst; the rest is ``-m slow`` (an answer arriving after log out,
+a stored answer in the editor, the history's entries, a column's decimals, chart text at three widths,
+and axe-core's accessibility check: 0 violations).
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +32,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 BUDGET = 3.0
 GROUPED = "SELECT sex, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY sex"
 TIMEOUT_MS = 20_000
+MIN_CHART_FONT_PX = 11   # chart text as drawn on the screen, at any width the page gives a chart
 
 pytestmark = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
                                 reason=f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
@@ -273,3 +278,176 @@ def test_the_budget_under_a_composing_accountant_is_an_epsilon_at_delta_and_its_
         page.wait_for_selector("#cost.over")   # 0.5 + 0.75 composes past 1 under pld too
         assert "Run would be refused (DP402)" in page.text_content("#cost")
     db.close()
+
+
+# --- issue 25, item 12: what one analyst leaves for the next, the history, precision, charts ------
+
+def cells(page) -> list[list[str]]:
+    return page.eval_on_selector_all("#result-table tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+
+
+def headers(page) -> list[str]:
+    return page.eval_on_selector_all("#result-table th", "hs => hs.map(h => h.textContent)")
+
+
+def as_new_analyst(served, page, name: str) -> None:
+    """``page`` logged in as a new analyst ``name`` with a budget of 2: a history of their own."""
+    db, _, url = served
+    log_in(page, url, testing.ledger(db).add_analyst(name, 2))
+    page.wait_for_selector(f"#analyst:text('{name}')")
+
+
+def test_after_log_out_nothing_of_the_analyst_is_shown_or_explained_for_the_next(served, page):
+    db, _, url = served
+    book = testing.ledger(db)
+    first, second = book.add_analyst("jack", 2), book.add_analyst("kate", 2)
+    mine = "SELECT state, COUNT(*) AS jacks_count FROM people GROUP BY state"
+    log_in(page, url, first)
+    page.wait_for_selector("#analyst:text('jack')")
+    page.fill("#sql", mine)
+    page.fill("#epsilon", "0.25")
+    page.wait_for_selector("#cost-value")
+    page.click("#run-button")
+    page.wait_for_selector("#history .history-item")
+    page.click("#logout")
+    page.wait_for_selector("#login:not([hidden])")
+    assert page.input_value("#sql") == "" and page.input_value("#epsilon") == "0.5"
+    explained: list[str] = []
+    page.on("request", lambda r: explained.append(r.post_data or "") if r.url.endswith("/v1/explain") else None)
+    page.fill("#token", second)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#analyst:text('kate')")
+    page.wait_for_selector("#history li.muted")   # kate's (empty) history has arrived
+    assert page.input_value("#sql") == "" and page.is_hidden("#explain-body") and page.is_hidden("#result-body")
+    assert "jacks_count" not in page.inner_text("body") and "jack" not in page.inner_text("body")
+    assert not any("jacks_count" in body for body in explained), explained
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text, the login and log out
+def test_an_answer_arriving_after_log_out_is_shown_to_no_one(served, page):
+    db, _, url = served
+    book = testing.ledger(db)
+    first, second = book.add_analyst("liam", 2), book.add_analyst("mona", 2)
+    held: list = []
+    page.route("**/v1/query", lambda route: held.append(route))   # liam's answer waits until mona is in
+    log_in(page, url, first)
+    page.wait_for_selector("#analyst:text('liam')")
+    page.fill("#sql", "SELECT COUNT(*) AS liams_count FROM people")
+    page.click("#run-button")
+    page.wait_for_selector("#status:text('Running…')")
+    page.click("#logout")
+    page.fill("#token", second)   # in the same page: liam's request is still open
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#analyst:text('mona')")
+    assert not page.is_disabled("#run-button")
+    with page.expect_response("**/v1/query") as answered:
+        held[0].continue_()
+    answered.value.finished()
+    page.evaluate("new Promise(done => setTimeout(done, 300))")   # the page has read and dropped it
+    assert page.is_hidden("#result-body") and "liams_count" not in page.inner_text("body")
+    assert page.text_content("#analyst") == "mona"
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text, the login and log out
+def test_a_stored_answer_shows_its_query_in_the_editor_with_the_labels_of_a_fresh_one(served, page):
+    as_new_analyst(served, page, "nina")
+    earlier = "SELECT sex, COUNT(*) AS n_earlier FROM people GROUP BY sex"
+    page.fill("#sql", earlier)
+    page.fill("#ci", "0.9")
+    page.click("#run-button")
+    page.wait_for_selector("#result-table th:has-text('n_earlier')")
+    fresh = headers(page), cells(page)
+    assert fresh[0] == ["sex", "n_earlier [90% interval]"]
+    page.fill("#sql", "SELECT COUNT(*) AS n_later FROM people")
+    page.fill("#ci", "0.95")
+    page.click("#run-button")
+    page.wait_for_selector("#result-table th:has-text('n_later')")
+    page.click("#history .history-item:has-text('n_earlier')")
+    page.wait_for_selector("#result-note:text('Stored answer #1 ')")
+    assert (headers(page), cells(page)) == fresh
+    assert page.input_value("#sql") == earlier and page.input_value("#ci") == "0.9"
+    assert page.input_value("#epsilon") == "0.5"
+    page.wait_for_selector("#plan-text:has-text('n_earlier')", state="attached")   # the preview is of that query
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text, the login and log out
+def test_history_entries_show_their_number_time_and_enough_sql_to_tell_them_apart(served, page):
+    as_new_analyst(served, page, "omar")
+    common = "SELECT state, COUNT(*) AS n, AVG(income) AS avg_income, SUM(income) AS total FROM people WHERE age > "
+    queries = [common + "30 GROUP BY state", common + "40 GROUP BY state"]
+    for n, sql in enumerate(queries, 1):
+        page.fill("#sql", sql)
+        page.click("#run-button")
+        page.wait_for_selector(f"#history li:nth-child({n}) .history-item")
+    items = page.eval_on_selector_all("#history .history-item", """bs => bs.map(b => {
+        const sql = b.querySelector('.sql');
+        return {meta: b.querySelector('.meta').textContent, text: sql.textContent, title: sql.title,
+                cut: sql.scrollHeight > sql.clientHeight + 1 || sql.scrollWidth > sql.clientWidth + 1};
+    })""")
+    assert [i["title"] for i in items] == queries[::-1]   # newest first; the whole SQL as the tooltip
+    assert [i["cut"] for i in items] == [False, False], items   # shown whole: they differ on the page
+    assert items[0]["meta"].startswith("#2 · ") and items[1]["meta"].startswith("#1 · ")
+    assert all(re.search(r"\d{4}, \d\d:\d\d:\d\d", i["meta"]) for i in items), items   # date and time
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text, the login and log out
+def test_numbers_in_a_column_have_the_same_decimals(console):
+    page = console
+    doc = {"columns": ["g", "v", "v_ci_low", "v_ci_high", "k"], "types": ["string", "double", "double", "double", "int64"],
+           "rows": [["a", 1234.5678, 1200.25, 1300, 7], ["b", 2.5, -0.125, 5.0625, 1234567]],
+           "plan": {"outputs": [{"name": "g", "kind": "key"}]}}
+    shown = page.evaluate("""doc => import('/static/results.js').then(m => {
+        const table = document.createElement('table');
+        table.append(...m.tableParts(doc, m.layout(doc), '95% '));
+        return [...table.tBodies[0].rows].map(r => [...r.cells].map(c => c.textContent));
+    })""", doc)
+    assert shown == [["a", "1,234.57 [1,200.25, 1,300.00]", "7"], ["b", "2.50 [-0.13, 5.06]", "1,234,567"]]
+    # And a real answer: every number of a column (values and intervals) with one number of decimals.
+    page.fill("#sql", "SELECT state, AVG(income) AS avg_income, COUNT(*) AS n FROM people GROUP BY state")
+    page.click("#run-button")
+    page.wait_for_selector("#result-table th:has-text('avg_income')")
+    for column in zip(*cells(page)):
+        numbers = re.findall(r"-?\d+(?:,\d{3})*(?:\.\d+)?", " ".join(column))
+        decimals = {len(x.split(".")[1]) if "." in x else 0 for x in numbers}
+        assert len(decimals) <= 1, column
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text, the login and log out
+@pytest.mark.parametrize("width", [1400, 1200, 360])
+def test_chart_text_is_readable_however_many_charts_stand_side_by_side(served, browser, width):
+    db, alice, url = served
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(TIMEOUT_MS)
+    try:
+        log_in(tab, url, alice)
+        tab.fill("#sql", "SELECT sex, COUNT(*) AS n, AVG(income) AS avg_income, SUM(income) AS total "
+                         "FROM people GROUP BY sex")
+        tab.click("#run-button")
+        tab.wait_for_selector("#chart svg.chart:nth-child(3)")
+        sizes = tab.eval_on_selector_all("#chart svg.chart text", """ts => ts.map(t =>
+            t.getScreenCTM().a * parseFloat(getComputedStyle(t).fontSize))""")
+        assert len(sizes) > 12 and min(sizes) >= MIN_CHART_FONT_PX, (width, min(sizes))
+    finally:
+        context.close()
+
+
+@pytest.mark.slow   # the default run keeps the main story, the refusal, HTML as text, the login and log out
+def test_axe_finds_no_accessibility_violations(served, console):
+    axe = Path(importlib.util.find_spec("axe_playwright_python").origin).parent / "axe.min.js"   # the dev extra
+    page = console
+    page.fill("#sql", GROUPED)
+    page.click("#run-button")
+    page.wait_for_selector("#chart svg.chart")
+    page.wait_for_selector("#history .history-item")
+    page.click("#explain details summary")
+    page.click("#tables summary")
+    page.evaluate(axe.read_text())
+
+    def violations(state: str) -> None:
+        found = page.evaluate("axe.run(document, {resultTypes: ['violations']}).then(r => r.violations)")
+        assert found == [], (state, [(v["id"], v["help"], [n["target"] for n in v["nodes"]]) for v in found])
+    violations("the console with an answer, its chart, the full plan and a table open")
+    page.click("#logout")
+    page.wait_for_selector("#login:not([hidden])")
+    violations("the login page after log out")

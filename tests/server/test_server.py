@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -18,6 +19,7 @@ import pytest
 from dpsql import testing
 from dpsql.server.limits import Limits
 import dpsql
+from tests.support.fixture import POLICY
 from tests.support.server import ProcessServer, ThreadServer, call, owner
 
 COUNT = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
@@ -190,12 +192,64 @@ def test_one_analysts_token_cannot_read_anothers_history(served):
          token=alice)
     alices = call(url, "GET", "/v1/history", token=alice)[1]["queries"]
     bobs = call(url, "GET", "/v1/history", token=bob)[1]["queries"]
-    assert alices and not {q["id"] for q in alices} & {q["id"] for q in bobs}
+    assert len(alices) > len(bobs) and not {q["sql"] for q in bobs} & {"SELECT COUNT(*) AS n FROM people"}
+    # Alice's last number is past Bob's history: the same 404 as a number nobody has (no existence oracle).
     theirs = assert_refused(call(url, "GET", f"/v1/history/{alices[-1]['id']}", token=bob), 404, "DP420")
     missing = assert_refused(call(url, "GET", "/v1/history/999999", token=bob), 404, "DP420")
-    # The same answer as for an id that does not exist: no existence oracle.
     assert theirs["message"].replace(str(alices[-1]["id"]), "N") == missing["message"].replace("999999", "N")
     assert_refused(call(url, "GET", f"/v1/history/{2 ** 70}", token=bob), 404, "DP420")
+    assert_refused(call(url, "GET", "/v1/history/0", token=bob), 404, "DP420")
+
+
+def id_values(doc) -> set:
+    """The values of every key named id or ..._id in a JSON document."""
+    if isinstance(doc, list):
+        return set().union(*map(id_values, doc)) if doc else set()
+    if isinstance(doc, dict):
+        own = {v for k, v in doc.items() if k == "id" or k.endswith("_id")}
+        return own.union(*map(id_values, doc.values())) if doc else own
+    return set()
+
+
+def test_each_analyst_numbers_their_own_history_1_2_3_and_replays_by_that_number(served):
+    """Ledger-wide ids would tell an analyst how many queries the others ran between two of theirs."""
+    db, alice, _, url = served
+    book = testing.ledger(db)
+    tokens = {"gina": book.add_analyst("gina", 5), "hal": book.add_analyst("hal", 5)}
+    answers: dict[str, list] = {"gina": [], "hal": []}
+    for i in range(3):   # interleaved, with alice between: their ledger ids are far from 1, 2, 3
+        call(url, "POST", "/v1/query", {"sql": COUNT, "epsilon": 0.01, "fresh": True}, token=alice)
+        for name, token in tokens.items():
+            sql = f"SELECT COUNT(*) AS n_{i} FROM people"
+            answers[name].append(call(url, "POST", "/v1/query", {"sql": sql, "epsilon": 0.25}, token=token)[1])
+    for name, token in tokens.items():
+        history = call(url, "GET", "/v1/history", token=token)[1]["queries"]
+        assert [q["id"] for q in history] == [1, 2, 3]
+        assert [q["sql"] for q in history] == [f"SELECT COUNT(*) AS n_{i} FROM people" for i in range(3)]
+        ledger_ids = [c.id for c in db.analyst(name).budget.history]
+        assert ledger_ids != [1, 2, 3]
+        for number, fresh in zip((1, 2, 3), answers[name]):
+            status, again = call(url, "GET", f"/v1/history/{number}", token=token)
+            assert status == 200 and again["rows"] == fresh["rows"] and again["columns"] == fresh["columns"]
+            assert again["plan"]["sql"] == history[number - 1]["sql"]
+        budget = call(url, "GET", "/v1/budget", token=token)[1]
+        assert budget["queries"] == 3 and fresh["budget"]["queries"] == 3
+        # No response the analyst got carries an id but these numbers.
+        assert id_values([history, budget, answers[name]]) <= {1, 2, 3}
+        assert_refused(call(url, "GET", "/v1/history/4", token=token), 404, "DP420")
+
+
+def test_a_stored_answer_names_its_intervals_level_as_the_fresh_one_did(served):
+    db, alice, _, url = served
+    sql = "SELECT sex, COUNT(*) AS n_at_90 FROM people GROUP BY sex"
+    fresh = call(url, "POST", "/v1/query", {"sql": sql, "epsilon": 0.125, "ci": 0.9}, token=alice)[1]
+    number = call(url, "GET", "/v1/history", token=alice)[1]["queries"][-1]["id"]
+    stored = call(url, "GET", f"/v1/history/{number}", token=alice)[1]
+    assert fresh["plan"]["ci"] == stored["plan"]["ci"] == 0.9 and stored["rows"] == fresh["rows"]
+    assert stored["columns"] == fresh["columns"]
+    # An identical query replayed through /v1/query: the same table, without dpsql's stored metadata.
+    again = db.analyst("alice").sql(sql, 0.125, ci=0.9)
+    assert again.replayed and again.arrow().schema.metadata is None
 
 
 # --- bad input ---------------------------------------------------------------------------------------
@@ -276,6 +330,21 @@ def test_over_budget_is_402_with_the_figures(served):
     error = assert_refused(call(url, "POST", "/v1/query", {"sql": COUNT, "epsilon": 5}, token=bob), 402, "DP402")
     assert error["requested"]["epsilon"] == 5 and error["remaining"]["epsilon"] <= 1
     assert spent(db, "bob") <= 1
+
+
+def test_the_shared_total_running_out_is_402_without_its_figures(tmp_path):
+    """What is left of the total tells one analyst how much the others spent: not shown to them."""
+    db, *_ = owner(tmp_path, {**POLICY, "budget": {"epsilon": 1.0, "delta": 1e-6}})
+    erin, fay = testing.ledger(db).add_analyst("erin", 0.9), testing.ledger(db).add_analyst("fay", 0.9)
+    with ThreadServer(db) as server:
+        assert call(server.url, "POST", "/v1/query", {"sql": COUNT, "epsilon": 0.7}, token=erin)[0] == 200
+        error = assert_refused(call(server.url, "POST", "/v1/query", {"sql": COUNT, "epsilon": 0.5}, token=fay),
+                               402, "DP402")
+    db.close()
+    assert "the total (shared by every analyst)" in error["message"] and "not shown" in error["message"]
+    assert "remaining" not in error and error["requested"]["epsilon"] == 0.5
+    assert not re.search(r"0\.3\b|0\.2\b", json.dumps(error)), error   # neither 1 - 0.7 nor 0.5 - 0.3
+    assert error["hint"] and "raise the total" in error["hint"]
 
 
 def test_unknown_paths_and_methods(served):

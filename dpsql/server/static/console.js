@@ -10,15 +10,19 @@ import { schemaList } from "./schema.js";
 const TOKEN_KEY = "dpsql.token";
 const EXPLAIN_DELAY_MS = 600;   // explain once typing pauses
 
-const state = { token: null, budget: null, plan: null, explainSeq: 0, explainTimer: null, explainAbort: null };
+const state = { token: null, session: 0, budget: null, plan: null, explainSeq: 0, explainTimer: null,
+                explainAbort: null };
+const STALE = -1;   // the status of an answer that arrived after its analyst logged out
 const $ = (id) => document.getElementById(id);
 
 function show(id, visible) { $(id).hidden = !visible; }
 
 // --- the API ------------------------------------------------------------------------------------
 
-/** One API call: {status, data}; a network failure or a non-JSON answer becomes an error body. */
+/** One API call: {status, data}; a network failure or a non-JSON answer becomes an error body; an
+ * answer for an analyst who has logged out meanwhile is STALE, shown to no one. */
 async function api(method, path, body, signal) {
+  const session = state.session;
   const headers = { Authorization: "Bearer " + state.token, Accept: "application/json" };
   const init = { method, headers, signal, cache: "no-store" };
   if (body !== undefined) {
@@ -39,6 +43,7 @@ async function api(method, path, body, signal) {
   } catch (err) {
     data = { error: { code: "HTTP " + response.status, message: "the server sent an unexpected answer" } };
   }
+  if (session !== state.session) return { status: STALE, data: {} };
   return { status: response.status, data };
 }
 
@@ -57,7 +62,9 @@ function parameters() {
 
 async function logIn(token, fromStorage) {
   state.token = token;
+  state.session++;
   const { status, data } = await api("GET", "/v1/budget");
+  if (status === STALE) return;
   if (status !== 200) {
     state.token = null;
     sessionStorage.removeItem(TOKEN_KEY);
@@ -92,10 +99,20 @@ function showLogin(message) {
 
 function logOut(message) {
   state.token = null;
+  state.session++;   // answers still on their way are for no one now (api: STALE)
   state.budget = null;
   sessionStorage.removeItem(TOKEN_KEY);
-  // Nothing of this analyst's stays on the page for whoever logs in next in this tab.
-  for (const id of ["history", "tables", "result-table", "chart-plots", "result-error"]) $(id).replaceChildren();
+  clearTimeout(state.explainTimer);
+  if (state.explainAbort) state.explainAbort.abort();
+  // Nothing of this analyst's stays on the page for whoever logs in next in this tab: not their SQL
+  // (nor its cost recomputed for the next), parameters, answers, history, budget or name.
+  $("query-form").reset();
+  for (const id of ["history", "tables", "result-table", "chart-plots", "result-error", "explain-error", "cost",
+                    "plan-text", "budget-text", "analyst", "result-note", "chart-caption"]) $(id).replaceChildren();
+  $("outputs").tBodies[0].replaceChildren();
+  $("budget-meter").value = 0;
+  $("run-button").disabled = false;   // a Run of theirs still on its way is STALE when it comes back
+  show("chart", false);
   show("result-body", false);
   show("result-error", false);
   show("result-empty", true);
@@ -104,8 +121,10 @@ function logOut(message) {
   showLogin(message);
 }
 
-/** A 401 in the middle of a session: the token was revoked; back to the login form. */
+/** A 401 in the middle of a session: the token was revoked; back to the login form. A STALE answer
+ * (its analyst logged out) is over too, silently. */
 function expired(status) {
+  if (status === STALE) return true;
   if (status !== 401) return false;
   logOut("Your token is no longer accepted (revoked?): log in again.");
   return true;
@@ -235,7 +254,7 @@ async function run() {
       return;
     }
     renderResult(data, data.replayed ? "Replayed: identical to your earlier answer, nothing spent."
-      : "Spent ε " + fmt(data.plan.epsilon) + ", δ " + fmt(data.plan.delta) + ".", params.ci);
+      : "Spent ε " + fmt(data.plan.epsilon) + ", δ " + fmt(data.plan.delta) + ".");
     renderBudget(data.budget);
     setStatus("Done.");
     loadHistory();
@@ -255,8 +274,10 @@ function showResultError(err, status) {
 
 // --- the result table ---------------------------------------------------------------------------
 
-function renderResult(doc, note, ci) {
+/** An answer, fresh or stored: its intervals' level is the one it was released with (the plan's ci). */
+function renderResult(doc, note) {
   const cols = layout(doc);
+  const ci = doc.plan && doc.plan.ci;
   const level = ci ? fmt(ci * 100) + "% " : "";
   $("result-table").replaceChildren(...tableParts(doc, cols, level));
   $("result-note").textContent = note + " " + doc.rows.length + (doc.rows.length === 1 ? " row." : " rows.");
@@ -305,17 +326,20 @@ async function loadHistory() {
   $("history").replaceChildren(...(items.length ? items : [el("li", { className: "muted" }, "No queries yet.")]));
 }
 
+/** One query of the history: its number in this analyst's own history, date and time, cost, and
+ * its SQL over a few lines (the whole of it as the tooltip), so that similar queries differ. */
 function historyItem(q) {
   const when = new Date(q.time);
-  const time = Number.isNaN(when.getTime()) ? String(q.time) : when.toLocaleTimeString();
-  const meta = el("span", { className: "meta" }, el("time", { datetime: q.time, title: q.time }, time),
+  const time = Number.isNaN(when.getTime()) ? String(q.time)
+    : when.toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "medium" });
+  const meta = el("span", { className: "meta" }, "#" + q.id + " · ", el("time", { datetime: q.time, title: q.time }, time),
     " · ε " + fmt(q.epsilon) + (q.delta ? ", δ " + fmt(q.delta) : "") + (q.status !== "released" ? " · " + q.status : ""));
-  const sql = el("code", { className: "sql" }, q.sql);
+  const sql = el("code", { className: "sql", title: q.sql }, q.sql.replace(/\s+/g, " ").trim());
   if (!q.replayable) {
     return el("li", { className: "stored-none", title: "no stored answer to show (exact or not released)" }, meta, sql);
   }
-  const button = el("button", { type: "button", className: "history-item", title: "Show this stored answer (free)" },
-    meta, sql);
+  const button = el("button", { type: "button", className: "history-item",
+                                title: "Show stored answer #" + q.id + " (free): " + q.sql }, meta, sql);
   button.addEventListener("click", () => showStored(q));
   return el("li", {}, button);
 }
@@ -329,10 +353,18 @@ async function showStored(q) {
     setStatus("");
     return;
   }
-  renderResult(data, "Stored answer #" + q.id + " (" + q.sql.replace(/\s+/g, " ").slice(0, 80)
-    + "): shown again, nothing spent.");
+  // The editor shows the query this answer belongs to (as the ledger recorded it) and its parameters,
+  // so the answer on the page is never read as another query's.
+  $("sql").value = q.sql;
+  $("epsilon").value = q.epsilon;
+  $("delta").value = q.delta ? q.delta : "";
+  const intervals = data.columns.some((c) => c.endsWith("_ci_low"));
+  if (data.plan.ci || !intervals) $("ci").value = data.plan.ci || "";
+  renderResult(data, "Stored answer #" + q.id + " of your history (the query now in the editor): shown again, "
+    + "nothing spent.");
   renderBudget(data.budget);
   setStatus("");
+  explainNow();
 }
 
 async function loadSchema() {

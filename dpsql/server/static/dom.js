@@ -34,4 +34,23 @@ export function fmt(v) {
   return String(v);
 }
 
+const SIGNIFICANT = 6;    // digits a column's largest value keeps
+const MAX_DECIMALS = 6;
+
+/** The decimals one column shows: the same for all its values (and their intervals), so that they
+ * line up and none looks more precise than another; enough for SIGNIFICANT digits of the largest. */
+export function decimalsFor(values) {
+  const nums = values.filter((v) => typeof v === "number" && Number.isFinite(v));
+  if (nums.every(Number.isInteger)) return 0;
+  const top = Math.max(...nums.map(Math.abs));
+  const digits = top > 0 ? Math.floor(Math.log10(top)) + 1 : 1;
+  return Math.min(MAX_DECIMALS, Math.max(0, SIGNIFICANT - digits));
+}
+
+/** A value with ``decimals`` decimals (a number), or as ``fmt`` shows it (anything else). */
+export function fmtFixed(v, decimals) {
+  if (typeof v !== "number" || !Number.isFinite(v)) return fmt(v);
+  return v.toLocaleString("en-US", { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+}
+
 export const isNumericType = (t) => /^(u?int|float|double|halffloat|decimal)/.test(String(t || ""));

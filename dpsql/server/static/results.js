@@ -1,10 +1,13 @@
 // The result table and its charts, built from a query answer ({columns, types, rows, plan}) as nodes.
 
-import { el, fmt, isNumericType, svg } from "./dom.js";
+import { decimalsFor, el, fmt, fmtFixed, isNumericType, svg } from "./dom.js";
 
 const INTERVALS = [["_ci_low", "_ci_high"], ["_lo", "_hi"]];
 const MAX_CHART_GROUPS = 40;    // more bars than this are not readable
 const MAX_CHARTS = 4;           // one small chart per numeric output, at most this many
+// The charts' drawing width: the page shows each at 320-560 px (console.css), so its 13 px text is
+// drawn at 11.5-20 px, however many charts stand side by side.
+const CHART_W = 360;
 
 /** Columns as the table shows them: each value column with its interval's columns, if any. */
 export function layout(doc) {
@@ -32,13 +35,17 @@ export function layout(doc) {
 /** What an interval covers (as the Python display says): the noise, not what bounding removed. */
 const COVERS = "of the noise around the bounded value (each person's rows capped, values clamped); not what bounding removed";
 
-/** The table's head and body: each value with its interval beside it, "[low, high]". */
+/** The table's head and body: each value with its interval beside it, "[low, high]"; a column's
+ * numbers (its values and their intervals) all with the same decimals. */
 export function tableParts(doc, cols, level) {
   const head = el("tr", {}, cols.map((c) => el("th", { scope: "col", className: isNumericType(c.type) ? "num" : null },
     c.name, c.lo !== null ? el("span", { className: "ci-head", title: COVERS }, " [" + level + "interval]") : null)));
-  const body = doc.rows.map((row) => el("tr", {}, cols.map((c) => {
-    const cell = el("td", { className: isNumericType(c.type) ? "num" : null }, fmt(row[c.i]));
-    if (c.lo !== null) cell.append(" ", el("span", { className: "ci" }, "[" + fmt(row[c.lo]) + ", " + fmt(row[c.hi]) + "]"));
+  const decimals = cols.map((c) => decimalsFor(doc.rows.flatMap((r) => [c.i, c.lo, c.hi].filter((i) => i !== null)
+    .map((i) => r[i]))));
+  const body = doc.rows.map((row) => el("tr", {}, cols.map((c, n) => {
+    const shown = (v) => fmtFixed(v, decimals[n]);
+    const cell = el("td", { className: isNumericType(c.type) ? "num" : null }, shown(row[c.i]));
+    if (c.lo !== null) cell.append(" ", el("span", { className: "ci" }, "[" + shown(row[c.lo]) + ", " + shown(row[c.hi]) + "]"));
     return cell;
   })));
   return [el("thead", {}, head), el("tbody", {}, body)];
@@ -59,8 +66,8 @@ export function charts(doc, cols, level) {
            caption: "Noisy values by " + key.name + "; " + bars };
 }
 
-function niceTicks(lo, hi) {
-  const raw = (hi - lo) / 4;
+function niceTicks(lo, hi, count) {
+  const raw = (hi - lo) / count;
   const mag = Math.pow(10, Math.floor(Math.log10(raw)));
   const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) || raw;
   const ticks = [];
@@ -74,13 +81,15 @@ function barChart(rows, key, value) {
   const nums = points.flatMap((p) => [p.v, p.lo, p.hi]).filter((x) => typeof x === "number" && Number.isFinite(x));
   let lo = Math.min(0, ...nums), hi = Math.max(0, ...nums);
   if (hi === lo) hi = lo + 1;
-  const labelW = Math.min(150, 12 + 7 * Math.max(...points.map((p) => p.label.length)));
-  const W = 440, rowH = 24, top = 26, plotW = W - labelW - 20, H = top + rowH * points.length + 24;
+  const labelW = Math.min(CHART_W / 3, 16 + 8.5 * Math.max(2, ...points.map((p) => p.label.length)));   // 13 px text
+  const W = CHART_W, rowH = 26, top = 28, plotW = W - labelW - 20, H = top + rowH * points.length + 26;
   const x = (v) => labelW + ((v - lo) / (hi - lo)) * plotW;
   const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img",
                              "aria-label": `${value.name} by ${key.name}, bar chart` });
   chart.append(svg("text", { x: 0, y: 16, class: "chart-title" }, value.name + " by " + key.name));
-  for (const t of niceTicks(lo, hi)) {
+  // As many ticks as their labels leave room for (about 8 px a character), 2 to 5.
+  const room = Math.floor(plotW / (8 * Math.max(fmt(Math.round(lo)).length, fmt(Math.round(hi)).length) + 16));
+  for (const t of niceTicks(lo, hi, Math.min(5, Math.max(2, room)))) {
     chart.append(svg("line", { x1: x(t), x2: x(t), y1: top - 4, y2: H - 20, class: t === 0 ? "axis" : "grid" }),
                  svg("text", { x: x(t), y: H - 6, class: "tick", "text-anchor": "middle" }, fmt(t)));
   }

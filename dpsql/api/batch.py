@@ -1,0 +1,201 @@
+"""A batch: N statements under one budget, planned together, reserved at once, run one by one.
+
+The connection's ``sql_batch`` (and, later, a release's ``dpsql.publish``) runs through the same three
+parts as ``sql`` (api/planner.py, api/accountant.py, api/executor.py):
+
+1. every statement planned (a refusal of any refuses the batch before anything is spent, naming the
+   statement); the batch's budget allocated once (``allocate``: explicit epsilons, the rest by weight);
+2. every statement bound, then all charged in ONE ledger transaction (``Ledger.reserve_many``): all or
+   nothing, so a batch that does not fit leaves the ledger as it was;
+3. each run in its own turn of the engine (so another analyst waits at most one statement) and
+   released; one that fails while running stays spent (as one query does) and the others still run.
+
+The ledger holds one charge per statement, not one charge with N releases: each keeps its own SQL,
+answer, replay key and outcome, so replay and a failure are per statement, as for ``sql``. Privacy is
+the same either way: every accountant composes the rows' releases (basic sums them, zCDP adds their
+rho, PLD composes their distributions), and a composition does not depend on how releases are grouped
+into rows. A statement identical to an answered one (the same replay key) replays free, and so does a
+repeat of an earlier statement of the same batch (unless ``fresh``).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+
+from dpsql.accounting.ledger import Ticket
+from dpsql.api import replay
+from dpsql.api.accountant import Accountant, Order, charge_by
+from dpsql.api.executor import Bound, Executor, held
+from dpsql.api.plan_cache import Entry
+from dpsql.api.planner import Planner
+from dpsql.api.result import Result
+from dpsql.api.statements import Statement, allocate, statements
+from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.errors import DpsqlError, ExecutionError, NeedsBounds
+from dpsql.limits import Deadline
+from dpsql.plan.local import LocalPlan
+from dpsql.plan.model import Plan
+
+
+def named(err: DpsqlError, name: str) -> DpsqlError:
+    """A statement's refusal, naming the statement (its code and position kept: they point into its SQL)."""
+    err.message = f"statement {name!r} of the batch: {err.message}"
+    err.statement = name
+    return err
+
+
+class Answers(Mapping[str, Result]):
+    """A batch's answers by statement name, in the batch's order: ``answers[name]`` is its Result, or
+    raises the error of a statement that failed while running (its spend stays recorded)."""
+
+    def __init__(self, names: list[str], results: dict[str, Result], failed: dict[str, DpsqlError]):
+        self.names, self.results, self.failed = names, results, failed
+
+    def __getitem__(self, name: str) -> Result:
+        if name in self.failed:
+            raise self.failed[name]
+        return self.results[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __repr__(self) -> str:
+        return f"Answers({len(self.results)} answered, {len(self.failed)} failed)"
+
+
+def charged_run(planner: Planner, accountant: Accountant, executor: Executor, sql: str, plan: Plan,
+                ticket: Ticket, bind: Callable[[], Bound], clock: Deadline, options: dict) -> pa.Table:
+    """A charged plan bound (``bind``), run by the executor in the caller's turn and settled by the
+    accountant: released with its answer, or failed and still spent. ``options``: the call's, to plan
+    a last stage again with its earlier stages' values (``Planner.last_stage``)."""
+    replan = functools.partial(planner.last_stage, sql, plan, options=options)
+
+    def run() -> pa.Table:
+        try:
+            bound = bind()
+        except DpsqlError:   # it bound before the charge: a function of the schema, never of rows
+            raise ExecutionError("DP900", "the query could not be bound again to run; its budget stays "
+                                 "spent") from None
+        return executor.run(plan, bound, clock, replan)
+    return accountant.settle(ticket, plan, run)
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a batch asks beyond its statements: the analyst (None: the owner), the deadline of each of
+    its turns, new noise for all (``fresh``), and ``sql``'s options for every statement."""
+    analyst: str | None = None
+    seconds: float | None = None
+    fresh: bool = False
+    ci: float | None = None
+    nonnegative: bool = True
+    mechanism: str | None = None
+    report_clipping: bool = False
+
+    def replan_options(self) -> dict:
+        return dict(ci=self.ci, nonnegative=self.nonnegative, reader=self.analyst, deadline=self.seconds,
+                    mechanism=self.mechanism, report_clipping=self.report_clipping)
+
+
+class Batch:
+    """One connection's batch path, over its engine and its three parts (see the module docstring)."""
+
+    def __init__(self, engine: DuckDBEngine, planner: Planner, accountant: Accountant, executor: Executor):
+        self.engine, self.planner, self.accountant, self.executor = engine, planner, accountant, executor
+
+    def answer(self, given: Sequence[str | Statement], epsilon: float | None, delta: float | None,
+               call: Call) -> Answers:
+        batch = statements(given)
+        shares = allocate(batch, epsilon, delta)
+        entries = self._plan_all(batch, shares, call)
+        with self.engine.turn(call.analyst, call.seconds) as clock:
+            orders = [self._order(s, e, call.fresh) for s, e in zip(batch, entries)]
+            first: dict[str, int] = {}
+            repeats = {i: first.setdefault(o.replay_key, i) for i, o in enumerate(orders)
+                       if o.replay_key is not None and not call.fresh}
+            charged = [i for i in range(len(batch)) if repeats.get(i, i) == i]
+            charge_by(clock)
+            made = self.accountant.reserve_many([orders[i] for i in charged], call.analyst)
+        tickets = dict(zip(charged, made))
+        return self._run_all(batch, entries, tickets, {i: j for i, j in repeats.items() if i != j}, call)
+
+    def _plan_all(self, batch: list[Statement], shares, call: Call) -> list[Entry]:
+        """Every statement planned before anything is spent; one that needs automatic bounds waits until
+        every other has planned, then chooses them as ``sql`` does (a DP query of its own, charged)."""
+        def plan(s: Statement, share, bounds: bool) -> Entry | None:
+            ask = self.planner.planned_with_bounds if bounds else self.planner.planned
+            try:
+                return ask(s.sql, share[0], share[1], call.ci, call.nonnegative, call.analyst, call.seconds,
+                           call.mechanism, call.report_clipping)
+            except NeedsBounds as err:
+                if bounds:
+                    raise named(err, str(s.name)) from None
+                return None
+            except DpsqlError as err:
+                raise named(err, str(s.name)) from None
+        first = [plan(s, share, False) for s, share in zip(batch, shares)]
+        return [e or plan(s, share, True) for s, share, e in zip(batch, shares, first)]
+
+    def _order(self, statement: Statement, entry: Entry, fresh: bool) -> Order:
+        """A statement bound (a binder error refuses the batch, free) and its charge's order."""
+        plan = entry.plan
+        try:
+            with self.engine.holding(held(plan)):
+                if isinstance(plan, Plan):
+                    self.executor.bind(plan)
+                else:
+                    self.executor.bind_exact(plan)
+        except DpsqlError as err:
+            raise named(err, str(statement.name)) from None
+        return self.accountant.order(statement.sql, entry, fresh) if isinstance(plan, Plan) else \
+            self.accountant.exact_order(plan)
+
+    def _run_all(self, batch: list[Statement], entries: list[Entry], tickets: dict[int, Ticket],
+                 repeats: dict[int, int], call: Call) -> Answers:
+        """Each charged statement run in its own turn and settled; a failure is kept and the rest run."""
+        results: dict[str, Result] = {}
+        failed: dict[str, DpsqlError] = {}
+        outcome: dict[int, pa.Table | DpsqlError] = {}   # the released table, as the ledger keeps it
+        for i, (statement, entry) in enumerate(zip(batch, entries)):
+            name = str(statement.name)
+            replayed = i in repeats or tickets[i].answer is not None
+            if i in repeats:   # the same release as an earlier statement of the batch: replayed free
+                outcome[i] = outcome[repeats[i]]
+            elif tickets[i].answer is not None:
+                outcome[i] = replay.unstored(tickets[i].answer)[0]
+            else:
+                try:
+                    outcome[i] = self._run_one(statement, entry.plan, tickets[i], call)
+                except DpsqlError as err:
+                    outcome[i] = named(err, name)
+                except BaseException:   # interrupted: what was charged and not run is recorded failed
+                    for j, ticket in tickets.items():
+                        if j > i and ticket.answer is None:
+                            self.accountant.fail(ticket)
+                    raise
+            got = outcome[i]
+            if isinstance(got, DpsqlError):
+                failed[name] = got
+            else:
+                plan = entry.plan
+                results[name] = Result(plan.answer(got) if isinstance(plan, LocalPlan) else got, plan,
+                                       replayed=replayed)
+        return Answers([str(s.name) for s in batch], results, failed)
+
+    def _run_one(self, statement: Statement, plan, ticket: Ticket, call: Call) -> pa.Table:
+        """One charged statement in its own turn of the engine, its outcome recorded."""
+        with self.engine.turn(call.analyst, call.seconds) as clock, self.engine.holding(held(plan)):
+            if not isinstance(plan, Plan):
+                return self.accountant.settle_exact(
+                    ticket, plan, lambda: self.executor.run_exact(self.executor.bind_exact(plan), clock))
+            return charged_run(self.planner, self.accountant, self.executor, statement.sql, plan, ticket,
+                               lambda: self.executor.bind(plan), clock, call.replan_options())

@@ -1,0 +1,166 @@
+"""The executor: bound plans run to released tables, in the caller's turn of the engine.
+
+One of the connection's three parts (api/planner.py plans, api/accountant.py charges, this runs). It
+owns the engine's noise: the UDFs the rewritten SQL calls (noise, a quantile rule's choice, a top-k's
+choice), drawing from the connection's one random source, and the buffer they draw into, cleared
+before every query (and every stage) runs so that no draw outlives its query. It binds a plan (every
+stage, before anything is charged: a binder error is a free refusal) and runs it: the earlier stages,
+their values into the last one (frontend/stages.py, frontend/correlated.py), the public last stage on
+the released rows (plan/model.py PublicStage). It never charges: the caller has reserved before
+``run`` and records the outcome after it.
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.errors import ExecutionError
+from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES, VALUE as CORRELATED_VALUE
+from dpsql.limits import Deadline, WorkLimits
+from dpsql.lower.names import choice_function, top_k_function
+from dpsql.mechanisms import randomness
+from dpsql.mechanisms.base import NoiseBuffer, choose_top, noise
+from dpsql.mechanisms.quantile_rules import answer
+from dpsql.plan.local import LocalPlan
+from dpsql.plan.model import Plan
+from dpsql.plan.public import PublicPlan
+from dpsql.policy.model import TablePolicy
+from dpsql.sql.compare import Form
+
+# The last stage planned again with its earlier stages' released values (api/planner.py ``last_stage``).
+Replan = Callable[[list], Plan]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A DP plan bound on the engine: the query, and its earlier stages in order."""
+    query: duckdb.DuckDBPyRelation
+    earlier: tuple[duckdb.DuckDBPyRelation, ...]
+
+
+def held(plan) -> list[TablePolicy]:
+    """The TEMP tables of released values a plan's run fills (engines/duckdb.py ``holding``)."""
+    then = getattr(plan, "then", None)
+    return [s.values for s in getattr(plan, "stages", ()) if s.values is not None] + (
+        [then.values] if then is not None else [])
+
+
+class Executor:
+    """Runs bound plans on one engine, drawing noise from one source (see the module docstring)."""
+
+    def __init__(self, engine: DuckDBEngine, limits: WorkLimits,
+                 rng: np.random.Generator | randomness.RandomSource | None = None):
+        self.engine = engine
+        self.limits = limits
+        self.source = randomness.as_random_source(rng)
+        self._noise = NoiseBuffer()
+        self._lock = threading.Lock()
+        self.noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
+        self.values_table = f"{CORRELATED_VALUES}_{secrets.token_hex(6)}"   # frontend/correlated.py
+        self.owner: object = None   # what lives as long as the engine's functions (api/connection.py)
+        engine.register_noise(self.noise_function, self._noise_udf)
+        engine.register_choice(choice_function(self.noise_function), self._choice_udf)
+        engine.register_top_k(top_k_function(self.noise_function), self._choose)
+
+    def _noise_udf(self, values: pa.Array, codes: pa.Array, a: pa.Array, b: pa.Array, c: pa.Array) -> pa.Array:
+        """Vectorised noise: one call per chunk of output groups, never per input row; each row's
+        mechanism (its code) draws with its own arguments (mechanisms/base.py ``noise``)."""
+        if len(values) == 0:
+            return pa.array([], type=pa.int64())
+        exact = np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        columns = [np.asarray(x.to_numpy(zero_copy_only=False), dtype=np.int64) for x in (codes, a, b, c)]
+        with self._lock:
+            released = noise(self._noise, self.source, exact, columns[0], np.column_stack(columns[1:]))
+        return pa.array(released, type=pa.int64())
+
+    def _choice_udf(self, cells: pa.Array, counts: pa.Array, arguments: pa.Array) -> pa.Array:
+        """A quantile rule's answer for each group of one chunk, drawn from the connection's source
+        (mechanisms/quantile_rules.py ``answer``): a cell, or None for PTR's "no answer"."""
+        rows = zip(cells.to_pylist(), counts.to_pylist(), arguments.to_pylist())
+        with self._lock:
+            return pa.array([answer(self.source, c, n, a) for c, n, a in rows], type=pa.int64())
+
+    def _choose(self, ids: np.ndarray, utilities: np.ndarray, k: int, a: int, b: int) -> np.ndarray:
+        """The top-k choice of one query (lower/top_k.py): k peeled exponential choices, from the same
+        source as the noise (mechanisms/base.py ``choose_top``)."""
+        with self._lock:
+            return choose_top(self.source, ids, utilities, k, a, b)
+
+    def _clear(self) -> None:
+        with self._lock:
+            self._noise.clear()   # no draw outlives its query
+
+    def bind(self, plan: Plan) -> Bound:
+        """Every stage bound before the charge (the last with NULL values; a public last stage with its
+        values' table empty), so a binder error spends nothing (DP311)."""
+        query = self.engine.bind(plan.rewritten_sql)
+        earlier = tuple(self.engine.bind(s.plan.rewritten_sql) for s in plan.stages)
+        if plan.then is not None:
+            self.engine.bind(plan.then.plan.rewritten_sql)
+        return Bound(query, earlier)
+
+    def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan) -> pa.Table:
+        """A charged DP plan run to its released table; the engine's errors propagate (the caller
+        records the charge failed: it stays spent)."""
+        query = self._run_stages(plan, bound.earlier, clock, replan) if bound.earlier else bound.query
+        self._clear()
+        table = self.engine.run(query, clock)
+        return self._then(plan, table, clock) if plan.then is not None else table
+
+    def bind_exact(self, plan: PublicPlan | LocalPlan) -> duckdb.DuckDBPyRelation:
+        """A public-only or local-model plan bound (before it is recorded: a binder error is DP311, free)."""
+        return self.engine.bind(plan.rewritten_sql)
+
+    def run_exact(self, bound: duckdb.DuckDBPyRelation, clock: Deadline) -> pa.Table:
+        """A public-only or local-model plan run exactly, at most ``limits.max_rows`` rows (DP315)."""
+        return self.engine.run(bound, clock, max_rows=self.limits.max_rows)
+
+    def _run_stages(self, plan: Plan, earlier, clock: Deadline, replan: Replan) -> duckdb.DuckDBPyRelation:
+        """Run the earlier stages (each one released value: its one row's first column; none: NULL), then
+        bind the last one with their values (``replan``: the planner's ``last_stage`` with the call's
+        options). A correlated stage's released rows fill its table instead, and the last stage is bound
+        as planned."""
+        values = []
+        for stage, bound in zip(plan.stages, earlier):
+            self._clear()
+            table = self.engine.run(bound, clock)
+            if stage.values is not None:
+                (lookup,) = [lookup for lookup in plan.table.lookups if lookup.table == stage.values.name]
+                self.fill(stage.values, table, lookup.columns)
+            values.append(table.column(0)[0].as_py() if table.num_rows == 1 and table.num_columns else None)
+        self._clear()
+        if any(s.values is not None for s in plan.stages):
+            return self.engine.bind(plan.rewritten_sql)
+        return self.engine.bind(replan(values).rewritten_sql)
+
+    def _then(self, plan: Plan, released: pa.Table, clock: Deadline) -> pa.Table:
+        """The public last stage (plan/model.py PublicStage) run on the released rows: they fill the values'
+        table, keys compared as written (same types: sql/compare.py gives them bare), then the query over
+        public tables reads them. Its rows are a function of public data and the release (post-processing),
+        so an answer past ``limits.max_rows`` (DP315) says nothing the release does not."""
+        assert plan.then is not None
+        values = plan.then.values
+        self.fill(values, released, keys_of_values(values))
+        self._clear()
+        return self.engine.run(self.engine.bind(plan.then.plan.rewritten_sql), clock, max_rows=self.limits.max_rows)
+
+    def fill(self, values: TablePolicy, released: pa.Table, keys) -> None:
+        """A correlated stage's released rows (keys, then the value) into its table, held for this run by
+        the engine; its keys are unique by construction (one released row per group), checked here as a
+        lookup's are, in ``keys``' forms (DP999 otherwise: a bug, and the budget stays spent)."""
+        if not self.engine.fill(values.name, released.select(list(range(len(values.columns)))), keys):
+            raise ExecutionError("DP999", "a stage's released keys repeat: this is probably a bug; its budget "
+                                 "stays spent")
+
+
+def keys_of_values(values: TablePolicy) -> list:
+    """The key columns of a table of released values, as a public last stage compares them: bare
+    (frontend/correlated.py writes each tie between a key and its own type, which sql/compare.py leaves bare)."""
+    return [(c, Form()) for c in values.columns if c != CORRELATED_VALUE]
