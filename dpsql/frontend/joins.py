@@ -351,6 +351,11 @@ def _rewrite(select: exp.Select, sql: str, instances: dict[str, Instance], renam
                 raise _refuse("DP202", f"column {column.name!r} is in {' and '.join(owners)}: qualify it", column,
                               sql, rule="known_columns")
             continue   # unknown, or an output alias: validation says which
+        if (owner, column.name.lower()) not in renames:
+            known = ", ".join(sorted(instances[owner].table.columns))
+            raise _refuse("DP202", f"unknown column {column.name!r} in {instances[owner].table.name} "
+                                   f"{column.table or owner}", column, sql, rule="known_columns",
+                          hint=f"its columns: {known}")
         column.this.set("this", renames[(owner, column.name.lower())])
         column.this.set("quoted", False)
         column.set("table", None)
