@@ -175,7 +175,7 @@ def _check_own(column: exp.Column, own: dict[str, str], sql: str, policy: Policy
     """DP317 unless the subquery's side of a correlation is a column of one of its private tables: a key
     matched on a public table's column could be pruned by that table's conditions in stage 1, and the
     query's rows of such a key would find no released value (where the subquery's value is that of no row)."""
-    tables = [own[column.table.lower()]] if column.table else \
+    tables = [own[column.table.lower()]] if column.table.lower() in own else [] if column.table else \
         [t for t in own.values() if t in policy.tables and column.name.lower() in policy.tables[t].columns]
     if len(tables) != 1 or tables[0] not in policy.tables or policy.tables[tables[0]].public:
         raise refuse(f"the subquery over private data is correlated through {column.sql(dialect='duckdb')}, which is "
