@@ -52,6 +52,8 @@ HINTS = {
     "DP315": "group by fewer or coarser keys, or keep fewer keys with a WHERE on them",
     "DP316": "the data owner declares lower/upper bounds for the column in the policy",
     "DP317": "ask the subquery as a query of its own, then use its released value as a literal",
+    "DP318": "make the query around the subquery run on every row of its public tables (cast its operands to "
+             "one type); nothing was spent",
     "DP330": "ask the query through the connection (db.sql), which chooses the bounds first, or declare them",
     "DP331": "give clipping_epsilon below the query's epsilon, or leave it out for 10% of it",
     # Parameters and budgets.

@@ -118,7 +118,7 @@ class Batch:
         shares = allocate(batch, epsilon, delta)
         entries = self._plan_all(batch, shares, call)
         with self.engine.turn(call.analyst, call.seconds) as clock:
-            orders = [self._order(s, e, call.fresh) for s, e in zip(batch, entries)]
+            orders = [self._order(s, e, call.fresh, clock) for s, e in zip(batch, entries)]
             first: dict[str, int] = {}
             repeats = {i: first.setdefault(o.replay_key, i) for i, o in enumerate(orders)
                        if o.replay_key is not None and not call.fresh}
@@ -145,13 +145,14 @@ class Batch:
         first = [plan(s, share, False) for s, share in zip(batch, shares)]
         return [e or plan(s, share, True) for s, share, e in zip(batch, shares, first)]
 
-    def _order(self, statement: Statement, entry: Entry, fresh: bool) -> Order:
-        """A statement bound (a binder error refuses the batch, free) and its charge's order."""
+    def _order(self, statement: Statement, entry: Entry, fresh: bool, clock: Deadline) -> Order:
+        """A statement checked (bound, a public last stage tried: a refusal refuses the batch, free) and
+        its charge's order."""
         plan = entry.plan
         try:
             with self.engine.holding(held(plan)):
                 if isinstance(plan, Plan):
-                    self.executor.bind(plan)
+                    self.executor.check(plan, clock)
                 else:
                     self.executor.bind_exact(plan)
         except DpsqlError as err:

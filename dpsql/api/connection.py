@@ -162,7 +162,7 @@ class PrivateConnection:
             if isinstance(planned.plan, (PublicPlan, LocalPlan)):
                 return self._exact(planned.plan, analyst, clock)
             plan = planned.plan
-            bound = self._executor.bind(plan)   # every stage, before the charge: a binder error spends nothing
+            bound = self._executor.check(plan, clock)   # before the charge: a binder error spends nothing
             order = self._accountant.order(sql, planned, fresh)
             charge_by(clock)
             ticket = self._accountant.reserve(order, analyst)

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.engines.duckdb import DuckDBEngine
-from dpsql.errors import ExecutionError
+from dpsql.errors import ExecutionError, UnsupportedConstruct
 from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES, VALUE as CORRELATED_VALUE
 from dpsql.limits import Deadline, WorkLimits
 from dpsql.lower.names import choice_function, top_k_function
@@ -105,6 +105,20 @@ class Executor:
         if plan.then is not None:
             self.engine.bind(plan.then.plan.rewritten_sql)
         return Bound(query, earlier)
+
+    def check(self, plan: Plan, clock: Deadline) -> Bound:
+        """Everything that may refuse a plan free, before its charge: every stage bound (``bind``), and a
+        public last stage tried on every key its release may hold, each value NULL (frontend/correlated.py
+        ``probe``; public tables only, so its error is safe to show: DP318). Without the try, such a
+        stage's engine error (a cast of '' to a number) would come after the charge."""
+        bound = self.bind(plan)
+        if plan.then is not None:
+            failed = self.engine.drain(self.engine.bind(plan.then.probe.rewritten_sql), clock)
+            if failed is not None:
+                raise UnsupportedConstruct("DP318", f"the query over public tables around the subquery fails in "
+                                           f"the engine on their rows: {failed}", rule="engine_runs",
+                                           hint="nothing was spent; check the types of the expressions")
+        return bound
 
     def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan) -> pa.Table:
         """A charged DP plan run to its released table; the engine's errors propagate (the caller

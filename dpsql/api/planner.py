@@ -242,10 +242,11 @@ class Planner:
         (text,) = staged.inner
         assert staged.values is not None
         last = plan_stage(staged.placeholder_sql(), eps, dlt, stages=2, named_by=sql, released=staged.values)
+        tried = plan_stage(staged.probe_sql(), eps, dlt, stages=2, named_by=sql)
         release = plan_stage(text, eps, dlt)
-        if not isinstance(last, PublicPlan) or not isinstance(release, Plan):
+        if not isinstance(last, PublicPlan) or not isinstance(tried, PublicPlan) or not isinstance(release, Plan):
             raise public_stage(sql)
-        return dataclasses.replace(release, sql=sql, then=PublicStage(last, staged.values, text))
+        return dataclasses.replace(release, sql=sql, then=PublicStage(last, staged.values, text, tried))
 
     def last_stage(self, sql: str, plan: Plan, values: list, options: dict) -> Plan:
         """The last stage planned again with the earlier stages' released values in place of the subqueries:

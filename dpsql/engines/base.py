@@ -75,5 +75,10 @@ class Engine(Protocol):
         (DP315); engine errors propagate (the caller hides their detail)."""
         ...
 
+    def drain(self, bound: Any, deadline: Deadline = ...) -> str | None:
+        """Run a bound query to the end, its rows dropped (a dry run): its error's first line, or None;
+        stopped at the deadline (DP425)."""
+        ...
+
     def close(self) -> None:
         ...

@@ -350,6 +350,26 @@ class DuckDBEngine:
                                        "it ran", hint="retry later")
             return bound.to_arrow_table() if max_rows is None else _at_most(bound, max_rows)
 
+    def drain(self, bound: duckdb.DuckDBPyRelation, deadline: Deadline = NO_DEADLINE) -> str | None:
+        """Run a bound query to the end, its rows read in batches and dropped (a dry run: only whether it
+        fails matters): the first line of DuckDB's error, or None; interrupted at the deadline (DP425)."""
+        with self.run_lock, self._interrupted_at(deadline):
+            if deadline.passed():
+                raise DeadlineExceeded("DP425", f"the query reached its deadline of {deadline.seconds:g} s before "
+                                       "it ran", hint="retry later")
+            try:
+                reader = bound.to_arrow_reader(BATCH_ROWS)
+                try:
+                    for _ in reader:
+                        pass
+                finally:
+                    reader.close()
+            except duckdb.InterruptException:
+                raise
+            except duckdb.Error as e:
+                return str(e).splitlines()[0] if str(e) else type(e).__name__
+        return None
+
     def close(self) -> None:
         self.con.close()
 

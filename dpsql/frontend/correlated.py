@@ -58,6 +58,7 @@ class Correlated:
     inner: str
     outer: exp.Expression
     values: TablePolicy
+    keys: exp.Select | None = None   # a public last stage's every possible key, each with no value (``probe``)
 
 
 def refuse(message: str, node: exp.Expression | None, sql: str, code: str = "DP317") -> UnsupportedConstruct:
@@ -90,8 +91,9 @@ def correlated(statement: exp.Expression, node: exp.Subquery, outer: dict[str, s
     names = [n for _, n in keys]
     one = _stage_one(statement, inner, alias, outer[alias], names, policy)
     types = [c.sql_type for c, _ in keys]
+    every = _keys(statement, alias, outer[alias], names, policy) if exact_last else None   # before stage 2's edits
     two = _stage_two(statement, node, alias, names, table, (types, outer, policy) if exact_last else None)
-    return Correlated(one, two, values)
+    return Correlated(one, two, values, every)
 
 
 def _reserved(statement: exp.Expression, sql: str) -> None:
@@ -202,19 +204,60 @@ def _stage_one(statement: exp.Select, inner: exp.Select, alias: str, table: str,
     one.set("expressions", [exp.Alias(this=q.copy(), alias=ident(f"{KEY}{i}")) for i, q in enumerate(qualified)]
             + [exp.Alias(this=inner.expressions[0].copy().unalias(), alias=ident(VALUE))])
     one.append("joins", exp.Join(this=exp.Table(this=ident(table), alias=exp.TableAlias(this=ident(alias)))))
+    for condition in _pruning(statement, alias, policy):
+        one = one.where(condition, copy=False)
+    one.set("group", exp.Group(expressions=[q.copy() for q in qualified]))
+    return one.sql(dialect=Dpsql)
+
+
+def _pruning(statement: exp.Select, alias: str, policy: Policy) -> list[exp.Expression]:
+    """The outer WHERE's conditions on the key table alone (and its public IN lists), copied and qualified
+    by its alias: they prune the keys to those the query can use."""
     where = statement.args.get("where")
     outer = tables(statement)
+    found = []
     for c in conjuncts(where.this) if where is not None else []:
         columns = list(c.find_all(exp.Column))
         if columns and not c.find(exp.Subquery, exp.Exists) and all(
                 _owner(col, {}, outer, policy) == alias for col in columns):
-            one = one.where(_qualified(c.copy(), alias), copy=False)
+            found.append(_qualified(c.copy(), alias))
         elif _public_in(c, alias, outer, policy):   # x IN (a public list): prunes the keys as public conditions do
             pruned = c.copy()
             _qualified(pruned.this, alias)
-            one = one.where(pruned, copy=False)
-    one.set("group", exp.Group(expressions=[q.copy() for q in qualified]))
-    return one.sql(dialect=Dpsql)
+            found.append(pruned)
+    return found
+
+
+def _keys(statement: exp.Select, alias: str, table: str, keys: list[str], policy: Policy) -> exp.Select:
+    """Every key stage 1 may release (the key table's, pruned as stage 1 prunes them), each with a NULL
+    value: what a public last stage is tried on before the charge (``probe``)."""
+    select = exp.select(*[exp.Alias(this=exp.column(k, table=alias, quoted=True), alias=ident(f"{KEY}{i}"))
+                          for i, k in enumerate(keys)],
+                        exp.Alias(this=exp.Cast(this=exp.Null(), to=exp.DataType.build("DOUBLE")), alias=ident(VALUE)))
+    select = select.from_(exp.Table(this=ident(table), alias=exp.TableAlias(this=ident(alias)))).distinct()
+    for condition in _pruning(statement, alias, policy):
+        select = select.where(condition, copy=False)
+    return select
+
+
+def probe(statement: exp.Expression, table: str, keys: exp.Select) -> exp.Expression:
+    """A public last stage as it is tried before the charge (api/executor.py ``check``): the released
+    values' table replaced by every key stage 1 may release, each value NULL, and each top-level
+    condition that reads the value wrapped ``COALESCE(c, TRUE)``. Under SQL's three-valued logic a
+    condition that is NULL with the value unknown may hold for some value and one that is TRUE or FALSE
+    holds so for every value, so the probe keeps every row some release could keep, evaluating every
+    expression the query could: an engine error there (a cast of '' to a number) refuses the query
+    free, where the query itself would fail after its charge. The probe reads public tables only."""
+    tried = statement.copy()
+    (held,) = [t for t in tried.find_all(exp.Table) if t.name == table]
+    select = held.parent_select
+    held.replace(exp.Subquery(this=keys.copy(), alias=exp.TableAlias(this=ident(ALIAS))))
+    where = select.args.get("where") if select is not None else None
+    reading = [c for c in (conjuncts(where.this) if where is not None else [])
+               if any(col.name == VALUE and col.table == ALIAS for col in c.find_all(exp.Column))]
+    for c in reading:
+        c.replace(exp.Coalesce(this=c.copy(), expressions=[exp.true()]))
+    return tried
 
 
 def _public_in(condition: exp.Expression, alias: str, outer: dict[str, str], policy: Policy) -> bool:

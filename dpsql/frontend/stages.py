@@ -38,7 +38,7 @@ from sqlglot import exp
 from dpsql.errors import DpsqlError, UnsupportedConstruct
 from dpsql.frontend.dialect import Dpsql
 from dpsql.frontend.options import QueryOptions, query_options
-from dpsql.frontend.correlated import TABLE, correlated, tables
+from dpsql.frontend.correlated import TABLE, correlated, probe, tables
 from dpsql.policy.model import Policy, TablePolicy
 from dpsql.sql.literals import temporal_literal
 from dpsql.sql.positions import span
@@ -55,6 +55,7 @@ class Stages:
     outer: exp.Expression
     values: TablePolicy | None = None   # a correlated stage's released values, read as a lookup (frontend/correlated.py)
     public: bool = False   # the last stage reads public tables and those values only: answered exactly
+    probe: exp.Expression | None = None   # a public last stage as tried before the charge (frontend/correlated.py)
 
     def outer_sql(self, values: Sequence[Any]) -> str:
         """The statement with value i in the place of subquery i (None: NULL, as a typed DOUBLE)."""
@@ -72,6 +73,11 @@ class Stages:
     def placeholder_sql(self) -> str:
         """The statement as planned before stage 1 runs: each value NULL (what the plan explains)."""
         return self.outer_sql([None] * len(self.inner))
+
+    def probe_sql(self) -> str:
+        """A public last stage over every key stage 1 may release, each value NULL (correlated.py ``probe``)."""
+        assert self.probe is not None
+        return self.probe.sql(dialect=Dpsql)
 
 
 def literal(value: Any) -> exp.Expression:
@@ -214,8 +220,9 @@ def split(statement: exp.Expression, sql: str, policy: Policy, values: str = TAB
         where = host if host is not None else statement
         two = correlated(where, found[0], tables(where) if isinstance(where, exp.Select) else {},
                          sql, policy, values, exact_last=public)
-        return Stages(inner=(two.inner,), outer=statement if host is not None else two.outer, values=two.values,
-                      public=public)
+        last = statement if host is not None else two.outer
+        tried = probe(last, values, two.keys) if two.keys is not None else None
+        return Stages(inner=(two.inner,), outer=last, values=two.values, public=public, probe=tried)
     inner = tuple(s.this.sql(dialect=Dpsql) for s in found)
     markers = {id(s): i for i, s in enumerate(found)}
     outer = statement.transform(lambda n: exp.Placeholder(this=f"{MARKER}{markers[id(n)]}")

@@ -161,6 +161,7 @@ class PublicStage:
     plan: PublicPlan
     values: TablePolicy
     release_sql: str   # the stage's own SQL (explain)
+    probe: PublicPlan   # the query over every key stage 1 may release, values NULL: run before the charge
 
     def lines(self, release: Plan) -> list[str]:
         """Explain's text for the query: both stages, the release's at the whole budget."""
@@ -173,7 +174,9 @@ class PublicStage:
         lines += Stage(inner, self.values).lines(1, 2)
         lines.append("stage 2 of 2: the query below over public tables and stage 1's released values, answered "
                      "exactly at epsilon 0; the values are noisy, so the rows it keeps are chosen by noisy thresholds "
-                     "(a row near one may be kept or dropped where the exact query would not: stage 1's error above)")
+                     "(a row near one may be kept or dropped where the exact query would not: stage 1's error above); tried before "
+                     "the charge on every key stage 1 may release, each value NULL (an engine error there refuses the "
+                     "query free: DP318)")
         return lines + ["  " + line for line in str(self.plan).splitlines()[4:]]
 
 

@@ -88,10 +88,10 @@ class Unbindable:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
-    def bind(self, plan):
+    def check(self, plan, clock):
         if plan.sql == self.sql:
             raise UnsupportedConstruct("DP311", "DuckDB cannot run this query")
-        return self.real.bind(plan)
+        return self.real.check(plan, clock)
 
 
 def test_one_refusal_refuses_the_batch_before_anything_is_spent(tmp_path):

@@ -4,7 +4,9 @@ from the public table, pruned by the list's public conditions); the rest reads p
 released values only, answered exactly: the query costs stage 1, charged once, replayed whole. An empty
 pair's SUM is released as a noisy 0, not DuckDB's NULL (``exact``)."""
 import pytest
+import sqlglot
 import yaml
+from sqlglot import exp
 
 import dpsql
 from dpsql import testing
@@ -76,3 +78,40 @@ def test_charged_once_at_the_whole_budget_and_replayed_whole(db):
     again = db.sql(Q20, epsilon=1.0)
     assert again.replayed and again.fetchall() == first.fetchall()
     assert db.budget.spent_epsilon == pytest.approx(1.0)
+
+
+def test_a_last_stage_that_fails_on_its_rows_is_refused_before_the_charge(db):
+    """The public query around the subquery fails in DuckDB (a text cast to a number) on rows the release
+    would keep: it is tried first on every pair stage 1 may release, each value NULL, and refused free
+    (DP318), in one statement and in a batch; a last stage that runs is tried and answered as before."""
+    outputs = Q20.replace("s_name,\n    s_nationkey", "s_name,\n    CAST(s_name AS INTEGER)")
+    listed = Q20.replace("and ps_availqty >", "and ps_availqty * CAST(ps_partkey || 'x' AS INTEGER) >")
+    assert outputs != Q20 and listed != Q20
+    for sql in (outputs, listed):
+        with pytest.raises(dpsql.DpsqlError) as info:
+            db.sql(sql)
+        assert info.value.code == "DP318" and "Could not convert string" in str(info.value)
+        with pytest.raises(dpsql.DpsqlError) as info:
+            db.sql_batch(["SELECT COUNT(*) FROM lineitem", sql], epsilon=1.0)
+        assert info.value.code == "DP318"
+    assert db.budget.spent_epsilon == 0 and not db.budget.history
+    assert testing.run(db, Q20).rows == [("S1", 7)]
+
+
+def test_the_try_reads_every_row_some_release_could_keep():
+    """The probe (frontend/correlated.py): the values' table replaced by every key of the pruned public
+    list with a NULL value, and the condition on the value wrapped COALESCE(c, TRUE): under three-valued
+    logic a condition NULL for an unknown value may hold for some value, one TRUE or FALSE holds so for all."""
+    db = dpsql.connect(whole(), policy=POLICY, ledger=":memory:")
+    probe = db.explain(Q20).then.probe.rewritten_sql
+    tree = sqlglot.parse_one(probe, read="duckdb")
+    assert not [t for t in tree.find_all(exp.Table) if t.name.startswith("__dpsql_stage_values")]
+    (keys,) = [s for s in tree.find_all(exp.Subquery) if s.alias == "__dpsql_s"]
+    assert keys.this.args.get("distinct") and [e.alias for e in keys.this.expressions] == [
+        "__dpsql_k0", "__dpsql_k1", "__dpsql_v"] and isinstance(keys.this.expressions[2].this.this, exp.Null)
+    assert keys.this.find(exp.Like) is not None, "pruned as stage 1 prunes its pairs (p_name LIKE 'green%')"
+    (tried,) = list(tree.find_all(exp.Coalesce))
+    assert tried.expressions == [exp.true()] and tried.this.expression.sql() == "__dpsql_s.__dpsql_v"
+    assert whole().execute(probe).fetchall() == [("S1", 7)] == exact(Q20)
+    none = Q20.replace("'NATION7'", "'NATION0'").replace("0.5 * sum", "2 * sum")   # no sum below S0's quantities
+    assert exact(none) == [] and whole().execute(db.explain(none).then.probe.rewritten_sql).fetchall() == [("S0", 0)]
