@@ -24,7 +24,7 @@ from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.errors import ExecutionError, UnsupportedConstruct
 from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES, VALUE as CORRELATED_VALUE
 from dpsql.limits import Deadline, WorkLimits
-from dpsql.lower.names import choice_function, top_k_function
+from dpsql.lower.names import SALT, choice_function, top_k_function
 from dpsql.mechanisms import randomness
 from dpsql.mechanisms.base import NoiseBuffer, choose_top, noise
 from dpsql.mechanisms.quantile_rules import answer
@@ -33,6 +33,8 @@ from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
 from dpsql.policy.model import TablePolicy
 from dpsql.sql.compare import Form
+
+SALT_BOUND = 2 ** 62   # a salt is uniform below it: DuckDB's HASH takes it as a BIGINT argument
 
 # The last stage planned again with its earlier stages' released values (api/planner.py ``last_stage``).
 Replan = Callable[[list], Plan]
@@ -100,8 +102,8 @@ class Executor:
     def bind(self, plan: Plan) -> Bound:
         """Every stage bound before the charge (the last with NULL values; a public last stage with its
         values' table empty), so a binder error spends nothing (DP311)."""
-        query = self.engine.bind(plan.rewritten_sql)
-        earlier = tuple(self.engine.bind(s.plan.rewritten_sql) for s in plan.stages)
+        query = self._bound(plan)
+        earlier = tuple(self._bound(s.plan) for s in plan.stages)
         if plan.then is not None:
             self.engine.bind(plan.then.plan.rewritten_sql)
         return Bound(query, earlier)
@@ -119,6 +121,12 @@ class Executor:
                                            f"the engine on their rows: {failed}", rule="engine_runs",
                                            hint="nothing was spent; check the types of the expressions")
         return bound
+
+    def _bound(self, plan: Plan) -> duckdb.DuckDBPyRelation:
+        """A DP plan's SQL bound, with a fresh salt for its keyed hash if it reads one (lower/bounding.py):
+        drawn from the connection's one random source, never from the query's text."""
+        salt = int(self.source.below(np.array([SALT_BOUND], dtype=np.int64))[0]) if plan.salted else None
+        return self.engine.bind(plan.rewritten_sql, None if salt is None else {SALT: salt})
 
     def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan) -> pa.Table:
         """A charged DP plan run to its released table; the engine's errors propagate (the caller
@@ -151,8 +159,8 @@ class Executor:
             values.append(table.column(0)[0].as_py() if table.num_rows == 1 and table.num_columns else None)
         self._clear()
         if any(s.values is not None for s in plan.stages):
-            return self.engine.bind(plan.rewritten_sql)
-        return self.engine.bind(replan(values).rewritten_sql)
+            return self._bound(plan)
+        return self._bound(replan(values))
 
     def _then(self, plan: Plan, released: pa.Table, clock: Deadline) -> pa.Table:
         """The public last stage (plan/model.py PublicStage) run on the released rows: they fill the values'
