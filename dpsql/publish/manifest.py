@@ -1,0 +1,110 @@
+"""A release's manifest (``DIR/manifest.json``): per statistic its plan, its spend, its outputs with
+their expected errors and interval columns, its rows and its ledger charge; the dpsql version, the
+policy's identity, the data's version (keyed: publish/keys.py) and the charges' times.
+
+Everything in it is a function of the spec, the plans and the ledger's record of the release, never
+of the moment it is written: a re-run that replays the release writes the same bytes. What a run did
+(what it spent, what replayed) is the ``Release`` that ``dpsql.publish`` returns, not the manifest.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from pathlib import Path
+from typing import Sequence
+
+from dpsql.accounting.budget import Charge
+from dpsql.accounting.ledger import Ledger, recorded
+from dpsql.api import replay
+from dpsql.api.result import Result
+from dpsql.errors import DpsqlError
+from dpsql.publish.preview import Planned
+
+FORMAT = "dpsql-release/1"
+NAME = "manifest.json"
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("dpsql")
+    except importlib.metadata.PackageNotFoundError:   # a checkout on PYTHONPATH, not installed
+        return "unknown"
+
+
+def read(directory: Path) -> dict | None:
+    """The manifest an earlier run left in ``directory`` (None: none, or not one of ours)."""
+    try:
+        doc = json.loads((directory / NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else None
+
+
+def released_before(previous: dict | None, planned: Sequence[Planned], history: Sequence[Charge]) -> set[str]:
+    """The statistics an earlier run of this release released under the same replay key (same SQL,
+    plan, share, policy and data), whose charge the ledger still holds as released: they replay free.
+    Without a manifest nothing is claimed free (the run may still replay: the dry run errs high)."""
+    if previous is None:
+        return set()
+    released = {c.id for c in history if c.status == "released" and c.analyst is None}
+    before = {s.get("name"): s for s in previous.get("statistics", []) if isinstance(s, dict)}
+    return {p.statistic.name for p in planned
+            if p.replay is not None and before.get(p.statistic.name, {}).get("replay") == p.replay
+            and before[p.statistic.name].get("charge") in released}
+
+
+def charge_of(ledger: Ledger, history: Sequence[Charge], planned: Planned, result: Result) -> Charge | None:
+    """The owner's released charge whose answer ``result`` is: the newest with its SQL, plan, epsilon and
+    delta whose stored answer equals it (a replay returns the newest identical answer)."""
+    if not planned.charged:
+        return None   # public tables only: recorded at 0 anew by every run, nothing to replay
+    plan = planned.plan
+    sql = recorded(replay.normalise_sql(planned.statistic.sql)[0])
+    summary = recorded(replay.plan_summary(plan))
+    for charge in sorted(history, key=lambda c: -c.id):
+        if (charge.status, charge.analyst, charge.sql, charge.plan) == ("released", None, sql, summary) \
+                and (charge.epsilon, charge.delta) == (planned.epsilon, planned.delta):
+            stored = ledger.answer(charge.id)
+            if stored is not None and replay.unstored(stored)[0].equals(result.arrow()):
+                return charge
+    return None
+
+
+def _outputs(planned: Planned, columns: list[str]) -> list[dict]:
+    found = []
+    for o in planned.outputs:
+        ci = [f"{o['name']}_ci_low", f"{o['name']}_ci_high"]
+        found.append({**o, "ci": ci if all(c in columns for c in ci) else None})
+    return found
+
+
+def entry(planned: Planned, release_epsilon: float, got: Result | DpsqlError, file: str | None,
+          charge: Charge | None) -> dict:
+    """One statistic's part of the manifest."""
+    doc = {"name": planned.statistic.name, "sql": planned.statistic.sql, "epsilon": planned.epsilon,
+           "delta": planned.delta, "share": planned.epsilon / release_epsilon, "plan": planned.summary(),
+           "replay": planned.replay, "charge": None if charge is None else charge.id,
+           "charged_at": None if charge is None else charge.time}
+    if isinstance(got, DpsqlError):   # failed after its charge: spent, not released; a re-run pays again
+        return {**doc, "status": "failed", "error": {"code": got.code, "message": got.message},
+                "outputs": [dict(o) for o in planned.outputs], "columns": None, "rows": None, "file": None}
+    return {**doc, "status": "released", "outputs": _outputs(planned, got.columns), "columns": got.columns,
+            "rows": len(got), "file": file}
+
+
+def manifest(title: str, budget: tuple[float, float], ci: float | None, identity: str, data: str,
+             statistics: list[dict]) -> dict:
+    """The whole manifest: the release's figures and each statistic's entry, in the spec's order."""
+    released = [s for s in statistics if s["status"] == "released"]
+    times = sorted(s["charged_at"] for s in statistics if s["charged_at"] is not None)
+    return {"format": FORMAT, "title": title, "status": "complete" if len(released) == len(statistics)
+            else "incomplete", "dpsql_version": version(), "policy": identity, "data_version": data,
+            "budget": {"epsilon": budget[0], "delta": budget[1]}, "ci": ci,
+            "spent": {"epsilon": sum(s["epsilon"] for s in released), "delta": sum(s["delta"] for s in released)},
+            "charges": sorted(s["charge"] for s in statistics if s["charge"] is not None),
+            "times": {"first_charge": times[0] if times else None, "last_charge": times[-1] if times else None},
+            "statistics": statistics}
+
+
+def dumps(doc: dict) -> bytes:
+    return (json.dumps(doc, indent=2, allow_nan=False, default=str) + "\n").encode()
