@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -100,7 +101,7 @@ def manifest(title: str, budget: tuple[float, float], ci: float | None, identity
     return {"format": FORMAT, "title": title, "status": "complete" if len(released) == len(statistics)
             else "incomplete", "dpsql_version": version(), "policy": identity, "data_version": data,
             "budget": {"epsilon": budget[0], "delta": budget[1]}, "ci": ci,
-            "spent": {"epsilon": sum(s["epsilon"] for s in released), "delta": sum(s["delta"] for s in released)},
+            "spent": {"epsilon": math.fsum(s["epsilon"] for s in released), "delta": math.fsum(s["delta"] for s in released)},
             "charges": sorted(s["charge"] for s in statistics if s["charge"] is not None),
             "times": {"first_charge": times[0] if times else None, "last_charge": times[-1] if times else None},
             "statistics": statistics}

@@ -21,6 +21,7 @@ statistics run together is the batch's business); ``--dry-run`` before a resume 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,7 +148,7 @@ def _write(db: PrivateConnection, spec: ReleaseSpec, found: Preview, got: dict[s
             and not got[p.statistic.name].replayed and p.charged]   # type: ignore[union-attr]
     failed = {n: e for n, e in got.items() if isinstance(e, DpsqlError)}
     spent_failed = [p for p in found.planned if p.statistic.name in failed]
-    spent = (sum(p.epsilon for p in paid + spent_failed), sum(p.delta for p in paid + spent_failed))
+    spent = (math.fsum(p.epsilon for p in paid + spent_failed), math.fsum(p.delta for p in paid + spent_failed))
     replayed = [n for n, r in got.items() if isinstance(r, Result) and r.replayed]
     return Release(found, directory, written, replayed, failed, spent, doc)
 
