@@ -23,6 +23,7 @@ from dpsql.publish.preview import Planned
 
 FORMAT = "dpsql-release/1"
 NAME = "manifest.json"
+PENDING = ".dpsql-pending.json"   # a run in progress (manifest.pending)
 
 
 def version() -> str:
@@ -32,26 +33,58 @@ def version() -> str:
         return "unknown"
 
 
-def read(directory: Path) -> dict | None:
-    """The manifest an earlier run left in ``directory`` (None: none, or not one of ours)."""
+def read(directory: Path, name: str = NAME) -> dict | None:
+    """The manifest (or ``PENDING`` note) an earlier run left in ``directory`` (None: none, or not ours)."""
     try:
-        doc = json.loads((directory / NAME).read_text(encoding="utf-8"))
+        doc = json.loads((directory / name).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else None
 
 
-def released_before(previous: dict | None, planned: Sequence[Planned], history: Sequence[Charge]) -> set[str]:
-    """The statistics an earlier run of this release released under the same replay key (same SQL,
-    plan, share, policy and data), whose charge the ledger still holds as released: they replay free.
-    Without a manifest nothing is claimed free (the run may still replay: the dry run errs high)."""
-    if previous is None:
-        return set()
-    released = {c.id for c in history if c.status == "released" and c.analyst is None}
-    before = {s.get("name"): s for s in previous.get("statistics", []) if isinstance(s, dict)}
-    return {p.statistic.name for p in planned
-            if p.replay is not None and before.get(p.statistic.name, {}).get("replay") == p.replay
-            and before[p.statistic.name].get("charge") in released}
+def pending(planned: Sequence[Planned], history: Sequence[Charge]) -> bytes:
+    """The note a run leaves before its batch (removed once the manifest is written): each statistic's
+    keyed replay key and the ledger's newest charge before it, so that after a crash the dry run can
+    tell which statistics the batch released (they replay) from those it did not."""
+    doc = {"format": FORMAT, "after": max((c.id for c in history), default=0),
+           "statistics": [{"name": p.statistic.name, "replay": p.replay} for p in planned]}
+    return dumps(doc)
+
+
+def _same(charge: Charge, planned: Planned) -> bool:
+    """Whether ``charge`` is the owner's released answer to ``planned`` as the history records it (its
+    normalised SQL, plan summary, epsilon and delta; the replay key itself is not in the history)."""
+    return (charge.status, charge.analyst, charge.sql, charge.plan, charge.epsilon, charge.delta) == (
+        "released", None, recorded(replay.normalise_sql(planned.statistic.sql)[0]),
+        recorded(replay.plan_summary(planned.plan)), planned.epsilon, planned.delta)
+
+
+def released_before(directory: Path, planned: Sequence[Planned], history: Sequence[Charge]) -> set[str]:
+    """The statistics an earlier run of this release released under the same replay key (same SQL, plan,
+    share, policy and data: keyed, publish/keys.py), as the ledger still records: they replay free. The
+    manifest names each one's charge; a run that crashed left its pending note instead, and a charge of
+    the batch is one after the note's ``after`` whose record matches. Without either nothing is claimed
+    free (the run may still replay: the dry run errs high, never low)."""
+    done, note = read(directory) or {}, read(directory, PENDING) or {}
+    by_id = {c.id: c for c in history}
+    after = note.get("after")
+    free = set()
+    for p in planned:
+        named, noted = _entry(done, p.statistic.name), _entry(note, p.statistic.name)
+        if p.replay is None:
+            continue
+        if named.get("replay") == p.replay and named.get("charge") in by_id and _same(by_id[named["charge"]], p):
+            free.add(p.statistic.name)
+        if noted.get("replay") == p.replay and isinstance(after, int) \
+                and any(c.id > after and _same(c, p) for c in history):
+            free.add(p.statistic.name)
+    return free
+
+
+def _entry(doc: dict, name: str) -> dict:
+    """The statistic called ``name`` in a manifest or a pending note ({} if none)."""
+    found = [s for s in doc.get("statistics", []) if isinstance(s, dict) and s.get("name") == name]
+    return found[0] if found else {}
 
 
 def charge_of(ledger: Ledger, history: Sequence[Charge], planned: Planned, result: Result) -> Charge | None:
@@ -59,12 +92,8 @@ def charge_of(ledger: Ledger, history: Sequence[Charge], planned: Planned, resul
     delta whose stored answer equals it (a replay returns the newest identical answer)."""
     if not planned.charged:
         return None   # public tables only: recorded at 0 anew by every run, nothing to replay
-    plan = planned.plan
-    sql = recorded(replay.normalise_sql(planned.statistic.sql)[0])
-    summary = recorded(replay.plan_summary(plan))
     for charge in sorted(history, key=lambda c: -c.id):
-        if (charge.status, charge.analyst, charge.sql, charge.plan) == ("released", None, sql, summary) \
-                and (charge.epsilon, charge.delta) == (planned.epsilon, planned.delta):
+        if _same(charge, planned):
             stored = ledger.answer(charge.id)
             if stored is not None and replay.unstored(stored)[0].equals(result.arrow()):
                 return charge

@@ -16,7 +16,10 @@ for a second draw would release a value chosen among two draws under one payment
 composition of the ledger does not account for. So a resume never spends less than a fresh release
 of what was not released; it never pays again for what was (those replay). The statistics that had
 not started are paid twice too (their charges could only be reused through the accountant, and which
-statistics run together is the batch's business); ``--dry-run`` before a resume shows the cost.
+statistics run together is the batch's business). Before its batch a run leaves a pending note
+(``manifest.PENDING``: the keyed replay keys and the ledger's newest charge), removed once the manifest
+is written, so that ``--dry-run`` after a crash tells which statistics the batch released (they replay)
+and what the resume will cost.
 """
 from __future__ import annotations
 
@@ -107,15 +110,21 @@ def publish(spec: str | os.PathLike | Mapping, db=None, out: str | os.PathLike =
     key = _key(con, dry_run)
     tell = progress or (lambda phase, name: None)
     planned = plan_all(con, checked, key, lambda name: tell("plan", name))
-    before = manifest.released_before(manifest.read(Path(out)), planned, con.budget.history)
+    history = con.budget.history
+    before = manifest.released_before(Path(out), planned, history)
     planned = [dataclasses.replace(p, replays=p.statistic.name in before) for p in planned]
     found = preview(con, checked, planned)
     if dry_run:
         return Release(found, None)
     assert directory is not None and key is not None
+    files.atomic_bytes(directory / manifest.PENDING, manifest.pending(planned, history))
     tell("run", "")
-    answers = con.sql_batch([s.statement() for s in checked.statistics], checked.epsilon, checked.delta,
-                            ci=checked.ci)
+    try:
+        answers = con.sql_batch([s.statement() for s in checked.statistics], checked.epsilon, checked.delta,
+                                ci=checked.ci)
+    except DpsqlError:   # refused or over budget: nothing was charged, so nothing is pending
+        (directory / manifest.PENDING).unlink(missing_ok=True)
+        raise
     got: dict[str, Result | DpsqlError] = {}
     for name in answers:
         try:
@@ -144,6 +153,7 @@ def _write(db: PrivateConnection, spec: ReleaseSpec, found: Preview, got: dict[s
         files.atomic_bytes(directory / report.HTML, report.html(doc, tables).encode())
         files.atomic_bytes(directory / report.MARKDOWN, report.markdown(doc, tables).encode())
     files.atomic_bytes(directory / manifest.NAME, manifest.dumps(doc))
+    (directory / manifest.PENDING).unlink(missing_ok=True)
     paid = [p for p in found.planned if isinstance(got[p.statistic.name], Result)
             and not got[p.statistic.name].replayed and p.charged]   # type: ignore[union-attr]
     failed = {n: e for n, e in got.items() if isinstance(e, DpsqlError)}

@@ -141,12 +141,33 @@ def test_a_release_killed_half_way_resumes_paying_only_for_what_was_not_released
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()
     db = dpsql.connect(people[0], policy=people[1])
     assert [c.status for c in db.budget.history] == ["released", "reserved", "reserved"]
-    assert not (out / "manifest.json").exists()
-    preview = dpsql.publish(spec, db, out, dry_run=True).preview
-    assert [float(x) for x in preview.charge] == [2.0, 0.0]   # no manifest: nothing claimed free (errs high)
+    assert not (out / "manifest.json").exists() and (out / ".dpsql-pending.json").exists()
+    preview = dpsql.publish(spec, db, out, dry_run=True).preview   # from the run's pending note
+    assert [p.replays for p in preview.planned] == [True, False, False]
+    assert [float(x) for x in preview.charge] == [1.0, 0.0]
     resumed = dpsql.publish(spec, db, out)
     assert resumed.complete and resumed.replayed == ["by_sex"] and resumed.spent == (1.0, 0.0)
     assert db.budget.spent_epsilon == pytest.approx(3.0)
     written = files_of(out)
+    assert ".dpsql-pending.json" not in written
     third = dpsql.publish(spec, db, out)
     assert third.spent == (0, 0) and files_of(out) == written and db.budget.spent_epsilon == pytest.approx(3.0)
+
+
+def test_neighbouring_databases_give_the_same_manifest_but_for_the_values(tmp_path, people, spec):
+    """D and D' (one person fewer): a release's manifest differs only where a value of the data goes in,
+    each keyed (the data version, the replay keys) or the ledger's own record (times, ids); plans, costs,
+    outputs, expected errors, rows and columns are the same, so nothing else about the data is told."""
+    other = tmp_path / "neighbour.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute(f"ATTACH '{people[0]}' AS d (READ_ONLY)")
+    con.execute("CREATE TABLE people AS SELECT * FROM d.people WHERE person_id <> 1")
+    con.close()
+    docs = [dpsql.publish(spec, db, tmp_path / name, policy=people[1]).manifest
+            for db, name in ((people[0], "d"), (str(other), "d2"))]
+    varying = {"data_version", "times", "replay", "charged_at", "charges", "charge"}
+
+    def fixed(doc):
+        return json.loads(json.dumps(doc), object_hook=lambda o: {k: v for k, v in o.items() if k not in varying})
+    assert fixed(docs[0]) == fixed(docs[1])
+    assert docs[0]["data_version"] != docs[1]["data_version"]
