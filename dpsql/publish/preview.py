@@ -14,6 +14,7 @@ from dpsql.accounting.budget import Cost
 from dpsql.api import replay
 from dpsql.api.batch import named
 from dpsql.api.connection import PrivateConnection
+from dpsql.api.statements import Statement
 from dpsql.errors import DpsqlError
 from dpsql.plan.aggregates import released_directly
 from dpsql.plan.model import Plan
@@ -30,6 +31,7 @@ class Planned:
     replay key keyed by the owner's secret (publish/keys.py) and whether an earlier run released it."""
     statistic: Statistic
     plan: object
+    share: tuple[float, float]   # what it was planned at (the run asks the same)
     epsilon: float
     delta: float
     outputs: tuple[dict, ...]
@@ -40,6 +42,11 @@ class Planned:
     def charged(self) -> bool:
         """Whether this statistic charges a budget at all (a public-only one is answered at 0)."""
         return isinstance(self.plan, Plan)
+
+    def statement(self) -> Statement:
+        """The batch's statement: at its planned share (a public-only one: none; it spends nothing)."""
+        s = self.statistic
+        return Statement(s.sql, s.name, *self.share) if self.charged else Statement(s.sql, s.name)
 
     def summary(self) -> dict:
         """The plan as the manifest keeps it: its explain text (without the rewritten SQL), one line."""
@@ -70,17 +77,27 @@ def replay_key(db: PrivateConnection, sql: str, plan) -> str | None:
                              db.ledger.identity, db.data_version)
 
 
+def _plan(db: PrivateConnection, statistic: Statistic, share: tuple[float, float], ci: float | None):
+    try:
+        return db.plan(statistic.sql, share[0], share[1], ci=ci)
+    except DpsqlError as err:
+        raise named(err, statistic.name) from None
+
+
 def plan_all(db: PrivateConnection, spec: ReleaseSpec, key: bytes | None, progress=None) -> list[Planned]:
-    """Every statistic planned at its share (a refusal names it; nothing is spent). Without the owner's
-    key (a dry run before any release) no replay key is kept: nothing is claimed to replay."""
+    """Every statistic planned at its share (a refusal names it; nothing is spent). One over public tables
+    only spends nothing: the budget is split again over the others, and they are planned at their new
+    shares. Without the owner's key (a dry run before any release) no replay key is kept: nothing is
+    claimed to replay."""
+    shares = spec.shares()
+    plans = [_plan(db, s, share, spec.ci) for s, share in zip(spec.statistics, shares)]
+    exact = frozenset(s.name for s, p in zip(spec.statistics, plans) if not isinstance(p, Plan))
     found = []
-    for statistic, (epsilon, delta) in zip(spec.statistics, spec.shares()):
-        try:
-            plan = db.plan(statistic.sql, epsilon, delta, ci=spec.ci)
-        except DpsqlError as err:
-            raise named(err, statistic.name) from None
+    for statistic, plan, old, share in zip(spec.statistics, plans, shares, spec.shares(exact)):
+        if isinstance(plan, Plan) and share != old:
+            plan = _plan(db, statistic, share, spec.ci)
         raw = replay_key(db, statistic.sql, plan)
-        found.append(Planned(statistic, plan, float(getattr(plan, "epsilon", 0.0)),
+        found.append(Planned(statistic, plan, share, float(getattr(plan, "epsilon", 0.0)),
                              float(getattr(plan, "delta", 0.0)), outputs(plan),
                              None if raw is None or key is None else keyed(key, raw)))
         if progress is not None:

@@ -120,8 +120,8 @@ def publish(spec: str | os.PathLike | Mapping, db=None, out: str | os.PathLike =
     files.atomic_bytes(directory / manifest.PENDING, manifest.pending(planned, history))
     tell("run", "")
     try:
-        answers = con.sql_batch([s.statement() for s in checked.statistics], checked.epsilon, checked.delta,
-                                ci=checked.ci)
+        # Each at the share it was planned at (explicit): the split is the spec's, made once (spec.py).
+        answers = con.sql_batch([p.statement() for p in planned], None, None, ci=checked.ci)
     except DpsqlError:   # refused or over budget: nothing was charged, so nothing is pending
         (directory / manifest.PENDING).unlink(missing_ok=True)
         raise

@@ -49,12 +49,16 @@ class ReleaseSpec:
     ci: float | None
     statistics: tuple[Statistic, ...]
 
-    def shares(self) -> list[tuple[float, float]]:
+    def shares(self, exact: frozenset[str] = frozenset()) -> list[tuple[float, float]]:
+        """The batch's split over the statistics not in ``exact``; (0, 0) for those (public tables only:
+        they spend nothing, so they take no share of the budget)."""
+        paying = [s for s in self.statistics if s.name not in exact]
         try:
-            got = allocate([s.statement() for s in self.statistics], self.epsilon, self.delta)
+            split = allocate([s.statement() for s in paying], self.epsilon, self.delta) if paying else []
         except DpsqlError as err:   # DP426: the same refusal, as the spec's
             raise ReleaseError("DP527", f"release spec: {err.message}") from None
-        return [(float(e or 0.0), float(d or 0.0)) for e, d in got]
+        got = iter([(float(e or 0.0), float(d or 0.0)) for e, d in split])
+        return [(0.0, 0.0) if s.name in exact else next(got) for s in self.statistics]
 
 
 def _fail(code: str, where: str, message: str) -> ReleaseError:

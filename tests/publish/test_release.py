@@ -171,3 +171,19 @@ def test_neighbouring_databases_give_the_same_manifest_but_for_the_values(tmp_pa
         return json.loads(json.dumps(doc), object_hook=lambda o: {k: v for k, v in o.items() if k not in varying})
     assert fixed(docs[0]) == fixed(docs[1])
     assert docs[0]["data_version"] != docs[1]["data_version"]
+
+
+def test_a_statistic_over_public_tables_only_takes_no_share(tmp_path):
+    """It is answered exactly at epsilon 0: the budget is split over the others alone, and it has no charge."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT range AS id, range % 3 AS g FROM range(100)")
+    con.execute("CREATE TABLE states AS SELECT range AS k, 's' || range AS name FROM range(3)")
+    db = dpsql.connect(con, ledger=":memory:", policy={"budget": {"epsilon": 5}, "tables": {
+        "t": {"privacy_unit": "id", "columns": {"g": {"keys": [0, 1, 2]}}}, "states": {"public": True}}})
+    spec = {"budget": {"epsilon": 1}, "statistics": [{"name": "states", "sql": "SELECT k, name FROM states"},
+                                                     {"name": "g", "sql": "SELECT g, COUNT(*) AS n FROM t GROUP BY g"}]}
+    release = dpsql.publish(spec, db, tmp_path)
+    states, g = release.manifest["statistics"]
+    assert (states["epsilon"], states["charge"], states["rows"]) == (0.0, None, 3)
+    assert g["epsilon"] == 1.0 and release.spent == (1.0, 0.0) and db.budget.spent_epsilon == 1.0
+    assert dpsql.publish(spec, db, tmp_path).spent == (0.0, 0.0)
