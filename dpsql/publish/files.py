@@ -26,10 +26,15 @@ FORMATS = ("parquet", "csv", "duckdb")
 DUCKDB_FILE = "release.duckdb"   # --format duckdb: every statistic a table of this one file
 
 
-def output_dir(out: str | os.PathLike, fmt: str) -> Path:
-    """The release's directory, made if missing, checked writable: DP528 before anything is spent."""
+def check_format(fmt: str) -> str:
     if fmt not in FORMATS:
         raise ReleaseError("DP528", f"unknown release format {fmt!r} (parquet, csv or duckdb)")
+    return fmt
+
+
+def output_dir(out: str | os.PathLike, fmt: str) -> Path:
+    """The release's directory, made if missing, checked writable: DP528 before anything is spent."""
+    check_format(fmt)
     path = Path(out)
     try:
         path.mkdir(parents=True, exist_ok=True)

@@ -106,6 +106,7 @@ def publish(spec: str | os.PathLike | Mapping, db=None, out: str | os.PathLike =
     """
     checked = load_spec(spec)
     directory = None if dry_run else files.output_dir(out, format)
+    files.check_format(format)
     con = _connection(db, policy, ledger)
     key = _key(con, dry_run)
     tell = progress or (lambda phase, name: None)

@@ -87,3 +87,14 @@ def test_a_broken_spec_spends_nothing_and_writes_nothing(tmp_path, people, spec)
         dpsql.publish(edited(spec, "statistics.2.epsilon", 5.0), db, out)
     assert db.budget.spent_epsilon == 0 and db.budget.queries == 0
     assert not out.exists() and not os.path.exists(f"{db.ledger.path}.publish-key")
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_anything_is_spent(tmp_path, people, spec):
+    db = dpsql.connect(people[0], policy=people[1])
+    (tmp_path / "file").write_text("")
+    for out, fmt in ((tmp_path / "file", "parquet"), (tmp_path / "out", "xlsx")):
+        for dry_run in (False, True):
+            with pytest.raises(ReleaseError) as refused:
+                dpsql.publish(spec, db, out, format=fmt, dry_run=dry_run and fmt == "xlsx")
+            assert refused.value.code == "DP528" and refused.value.hint
+    assert db.budget.queries == 0 and not (tmp_path / "out").exists()
