@@ -51,11 +51,11 @@ def pending(planned: Sequence[Planned], history: Sequence[Charge]) -> bytes:
     return dumps(doc)
 
 
-def _same(charge: Charge, planned: Planned) -> bool:
-    """Whether ``charge`` is the owner's released answer to ``planned`` as the history records it (its
+def _same(charge: Charge, planned: Planned, status: str = "released") -> bool:
+    """Whether ``charge`` is the owner's ``status`` charge for ``planned`` as the history records it (its
     normalised SQL, plan summary, epsilon and delta; the replay key itself is not in the history)."""
     return (charge.status, charge.analyst, charge.sql, charge.plan, charge.epsilon, charge.delta) == (
-        "released", None, recorded(replay.normalise_sql(planned.statistic.sql)[0]),
+        status, None, recorded(replay.normalise_sql(planned.statistic.sql)[0]),
         recorded(replay.plan_summary(planned.plan)), planned.epsilon, planned.delta)
 
 
@@ -87,15 +87,20 @@ def _entry(doc: dict, name: str) -> dict:
     return found[0] if found else {}
 
 
-def charge_of(ledger: Ledger, history: Sequence[Charge], planned: Planned, result: Result) -> Charge | None:
-    """The owner's released charge whose answer ``result`` is: the newest with its SQL, plan, epsilon and
-    delta whose stored answer equals it (a replay returns the newest identical answer)."""
+def charge_of(ledger: Ledger, history: Sequence[Charge], planned: Planned, got: Result | DpsqlError,
+              after: int) -> Charge | None:
+    """The owner's charge behind ``got``: for an answer, the newest released one with its SQL, plan,
+    epsilon and delta whose stored answer equals it (a replay returns the newest identical answer); for a
+    statistic that failed after its charge, its failed charge, one made after ``after`` (this run's)."""
     if not planned.charged:
         return None   # public tables only: recorded at 0 anew by every run, nothing to replay
     for charge in sorted(history, key=lambda c: -c.id):
-        if _same(charge, planned):
+        if isinstance(got, DpsqlError):
+            if charge.id > after and _same(charge, planned, "failed"):
+                return charge
+        elif _same(charge, planned):
             stored = ledger.answer(charge.id)
-            if stored is not None and replay.unstored(stored)[0].equals(result.arrow()):
+            if stored is not None and replay.unstored(stored)[0].equals(got.arrow()):
                 return charge
     return None
 
@@ -130,7 +135,9 @@ def manifest(title: str, budget: tuple[float, float], ci: float | None, identity
     return {"format": FORMAT, "title": title, "status": "complete" if len(released) == len(statistics)
             else "incomplete", "dpsql_version": version(), "policy": identity, "data_version": data,
             "budget": {"epsilon": budget[0], "delta": budget[1]}, "ci": ci,
-            "spent": {"epsilon": math.fsum(s["epsilon"] for s in released), "delta": math.fsum(s["delta"] for s in released)},
+            # Released or failed after its charge: both spent (a failed one is charged again by a resume).
+            "spent": {"epsilon": math.fsum(s["epsilon"] for s in statistics),
+                      "delta": math.fsum(s["delta"] for s in statistics)},
             "charges": sorted(s["charge"] for s in statistics if s["charge"] is not None),
             "times": {"first_charge": times[0] if times else None, "last_charge": times[-1] if times else None},
             "statistics": statistics}

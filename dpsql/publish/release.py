@@ -132,11 +132,13 @@ def publish(spec: str | os.PathLike | Mapping, db=None, out: str | os.PathLike =
             got[name] = answers[name]
         except DpsqlError as err:
             got[name] = err
-    return _write(con, checked, found, got, directory, format, keyed(key, con.data_version), tell, reports)
+    after = max((c.id for c in history), default=0)   # the charges of this run come after it
+    return _write(con, checked, found, got, directory, format, keyed(key, con.data_version), tell, reports, after)
 
 
 def _write(db: PrivateConnection, spec: ReleaseSpec, found: Preview, got: dict[str, Result | DpsqlError],
-           directory: Path, fmt: str, data: str, tell: Callable[[str, str], None], reports: bool) -> Release:
+           directory: Path, fmt: str, data: str, tell: Callable[[str, str], None], reports: bool,
+           after: int) -> Release:
     """The released tables written, then the reports, then the manifest last: a manifest names a
     release whose files are all in place."""
     tables: dict[str, pa.Table] = {n: r.arrow() for n, r in got.items() if isinstance(r, Result)}
@@ -146,7 +148,7 @@ def _write(db: PrivateConnection, spec: ReleaseSpec, found: Preview, got: dict[s
     entries = []
     for p in found.planned:
         name, answer = p.statistic.name, got[p.statistic.name]
-        charge = manifest.charge_of(db.ledger, history, p, answer) if isinstance(answer, Result) else None
+        charge = manifest.charge_of(db.ledger, history, p, answer, after)
         entries.append(manifest.entry(p, spec.epsilon, answer, written.get(name), charge))
     doc = manifest.manifest(spec.title, (spec.epsilon, spec.delta), spec.ci, db.ledger.identity, data, entries)
     if reports:

@@ -109,6 +109,9 @@ def test_a_statistic_that_fails_after_its_charge_leaves_the_release_incomplete(t
     assert not release.complete and list(release.failed) == ["income"] and release.failed["income"].code == "DP900"
     doc = release.manifest
     assert doc["status"] == "incomplete" and doc["statistics"][1]["status"] == "failed"
+    statuses = {c.id: c.status for c in db.budget.history}
+    assert [statuses[s["charge"]] for s in doc["statistics"]] == ["released", "failed", "released"]
+    assert doc["spent"]["epsilon"] == pytest.approx(2.0) and sorted(doc["charges"]) == sorted(statuses)
     assert "income.parquet" not in files_of(tmp_path) and "income" in (tmp_path / "report.html").read_text()
     assert db.budget.spent_epsilon == pytest.approx(2.0)   # the failed one stays spent
     resumed = dpsql.publish(spec, db, tmp_path)
