@@ -190,3 +190,12 @@ def test_a_statistic_over_public_tables_only_takes_no_share(tmp_path):
     assert (states["epsilon"], states["charge"], states["rows"]) == (0.0, None, 3)
     assert g["epsilon"] == 1.0 and release.spent == (1.0, 0.0) and db.budget.spent_epsilon == 1.0
     assert dpsql.publish(spec, db, tmp_path).spent == (0.0, 0.0)
+
+
+def test_a_release_without_intervals(tmp_path, people, spec):
+    """``ci: null``: the tables hold the estimates alone; the manifest still gives each expected error."""
+    doc = dpsql.publish({**spec, "ci": None}, people[0], tmp_path, policy=people[1]).manifest
+    by_sex = doc["statistics"][0]
+    assert doc["ci"] is None and by_sex["columns"] == ["sex", "n"] and pq.read_table(tmp_path / "by_sex.parquet").num_columns == 2
+    assert [o["ci"] for o in by_sex["outputs"]] == [None, None] and by_sex["outputs"][1]["expected_error"] > 0
+    assert "<svg" in (tmp_path / "report.html").read_text()   # the estimates alone, charted
