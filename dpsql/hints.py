@@ -90,7 +90,7 @@ HINTS = {
     "DP521": "release each group once per table: merge or drop the repeated cell",
     "DP522": "pass tables whose keys are subsets of one table's keys, and that table (the finest) with them",
     "DP523": "pass a COUNT or SUM output, or build the Marginal with its variance yourself",
-    "DP524": "write the release spec as YAML (or a dict) with budget: and statistics: (README, 'Publishing')",
+    "DP524": "write the release spec as YAML (or a dict) with budget: and statistics: (README, 'Publishing a release')",
     "DP525": "give the release a budget: {epsilon: E, delta: D} with E > 0 and 0 <= D < 1",
     "DP526": "give each statistic a name (letters, digits, _ or -) of its own and its sql, and at most one of "
              "weight (> 0) or epsilon (> 0)",

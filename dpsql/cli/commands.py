@@ -452,7 +452,7 @@ def publish(spec, db_path, policy_path, ledger, out, fmt, dry_run, quiet):
     """Publish a release: many named statistics under one budget, reserved at once, written to -o DIR.
 
     release.yaml holds budget: {epsilon, delta} and statistics: a list of {name, sql} with an optional
-    weight or epsilon (README, "Publishing"). Re-running a finished release writes the same files
+    weight or epsilon (README, "Publishing a release"). Re-running a finished release writes the same files
     again at no cost; re-running one that stopped half-way resumes it. Exit codes: 0 published (a dry
     run: it fits), 2 refused or over budget (nothing spent), 3 set-up error (spec, policy, database,
     ledger), 4 incomplete (a statistic failed after its charge; re-run to resume), 1 other.

@@ -21,6 +21,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from dpsql.errors import ReleaseError
+from dpsql.publish.spec import NAME
 
 FORMATS = ("parquet", "csv", "duckdb")
 DUCKDB_FILE = "release.duckdb"   # --format duckdb: every statistic a table of this one file
@@ -74,6 +75,20 @@ WRITERS: dict[str, Callable[[pa.Table, Path], None]] = {
     "parquet": lambda table, path: pq.write_table(_plain(table), path),
     "csv": lambda table, path: pacsv.write_csv(_plain(table), path),
 }
+
+
+def remove_stale(directory: Path, previous: dict | None, kept: set[str]) -> list[str]:
+    """The files an earlier release in ``directory`` wrote (its manifest names them) that this one did
+    not write again (``kept``), removed: the directory holds one release. Only a plain ``NAME.parquet``
+    or ``NAME.csv`` is touched, never another path a manifest could name."""
+    removed = []
+    for entry in (previous or {}).get("statistics", []):
+        name, file = (entry.get("name"), entry.get("file")) if isinstance(entry, dict) else (None, None)
+        plain = isinstance(name, str) and NAME.fullmatch(name) and file in (f"{name}.parquet", f"{name}.csv")
+        if plain and file not in kept and (directory / file).is_file():
+            (directory / file).unlink()
+            removed.append(file)
+    return removed
 
 
 def write_tables(directory: Path, fmt: str, tables: dict[str, pa.Table]) -> dict[str, str]:

@@ -88,7 +88,7 @@ def publish(spec: str | os.PathLike | Mapping, db=None, out: str | os.PathLike =
 
     Args:
         spec: the release spec, a YAML path or a dict: ``budget: {epsilon, delta}``, ``statistics:``
-            a list of ``{name, sql}`` with an optional ``weight`` or ``epsilon`` (README, "Publishing").
+            a list of ``{name, sql}`` with an optional ``weight`` or ``epsilon`` (README, "Publishing a release").
         db: a ``dpsql.connect`` connection, or what ``connect`` opens (then ``policy=``, ``ledger=``).
         out: the release's directory (made if missing).
         format: ``parquet`` (default), ``csv`` or ``duckdb``.
@@ -143,6 +143,7 @@ def _write(db: PrivateConnection, spec: ReleaseSpec, found: Preview, got: dict[s
     release whose files are all in place."""
     tables: dict[str, pa.Table] = {n: r.arrow() for n, r in got.items() if isinstance(r, Result)}
     tell("write", "")
+    previous = manifest.read(directory)
     written = files.write_tables(directory, fmt, tables)
     history = db.budget.history
     entries = []
@@ -157,6 +158,7 @@ def _write(db: PrivateConnection, spec: ReleaseSpec, found: Preview, got: dict[s
         files.atomic_bytes(directory / report.MARKDOWN, report.markdown(doc, tables).encode())
     files.atomic_bytes(directory / manifest.NAME, manifest.dumps(doc))
     (directory / manifest.PENDING).unlink(missing_ok=True)
+    files.remove_stale(directory, previous, set(written.values()))
     paid = [p for p in found.planned if isinstance(got[p.statistic.name], Result)
             and not got[p.statistic.name].replayed and p.charged]   # type: ignore[union-attr]
     failed = {n: e for n, e in got.items() if isinstance(e, DpsqlError)}

@@ -199,3 +199,16 @@ def test_a_release_without_intervals(tmp_path, people, spec):
     assert doc["ci"] is None and by_sex["columns"] == ["sex", "n"] and pq.read_table(tmp_path / "by_sex.parquet").num_columns == 2
     assert [o["ci"] for o in by_sex["outputs"]] == [None, None] and by_sex["outputs"][1]["expected_error"] > 0
     assert "<svg" in (tmp_path / "report.html").read_text()   # the estimates alone, charted
+
+
+def test_the_directory_holds_one_release(tmp_path, people, spec):
+    """A statistic dropped from the spec (or written in another format now) loses its file; files the
+    manifest did not write stay."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.csv").write_text("mine")
+    dpsql.publish(spec, people[0], out, policy=people[1])
+    smaller = {**spec, "statistics": spec["statistics"][:2]}
+    dpsql.publish(smaller, people[0], out, policy=people[1], format="csv")
+    assert sorted(files_of(out)) == ["by_sex.csv", "income.csv", "manifest.json", "notes.csv", "report.html",
+                                     "report.md"]
