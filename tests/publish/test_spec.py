@@ -98,3 +98,10 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_is_spent(tm
                 dpsql.publish(spec, db, out, format=fmt, dry_run=dry_run and fmt == "xlsx")
             assert refused.value.code == "DP528" and refused.value.hint
     assert db.budget.queries == 0 and not (tmp_path / "out").exists()
+
+
+def test_publish_needs_a_policy_with_a_path_and_none_with_a_connection(tmp_path, people, spec):
+    with pytest.raises(ReleaseError, match="needs policy="):
+        dpsql.publish(spec, people[0], tmp_path)
+    with pytest.raises(ReleaseError, match="not with a connection"):
+        dpsql.publish(spec, dpsql.connect(people[0], policy=people[1]), tmp_path, policy=people[1])
