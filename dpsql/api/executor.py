@@ -128,6 +128,17 @@ class Executor:
         table = self.engine.run(query, clock)
         return self._then(plan, table, clock) if plan.then is not None else table
 
+    def bind_shared(self, sql: str) -> duckdb.DuckDBPyRelation:
+        """A shared query of a batch's statements bound (lower/shared.py; DP311 before the charge)."""
+        return self.engine.bind(sql)
+
+    def run_shared(self, bound: duckdb.DuckDBPyRelation, clock: Deadline) -> pa.Table:
+        """A charged shared query run to its tagged answer (lower/shared.py ``split`` cuts it): one query,
+        so one buffer of draws, cleared first as for any query; every group's and measurement's draw
+        is its own (the buffer hands each out once)."""
+        self._clear()
+        return self.engine.run(bound, clock)
+
     def bind_exact(self, plan: PublicPlan | LocalPlan) -> duckdb.DuckDBPyRelation:
         """A public-only or local-model plan bound (before it is recorded: a binder error is DP311, free)."""
         return self.engine.bind(plan.rewritten_sql)
