@@ -27,7 +27,9 @@ FRAMES = [
 ]
 AGGREGATES = {
     "people": ["COUNT(*)", "COUNT(income)", "SUM(income)", "AVG(income)", "AVG(age)", "SUM(age)", "VAR_POP(age)",
-               "STDDEV(income)", "COUNT_IF(active)", "SUM(age + 1)", "AVG(income / 2)"],
+               "STDDEV(income)", "COUNT_IF(active)", "SUM(age + 1)", "AVG(income / 2)",
+               # one argument a COUNT reads as written and a SUM clamped (income <= 1000): 48 vs 0 for F
+               "COUNT(CASE WHEN income > 1000 THEN 1 END)", "SUM(CASE WHEN income > 1000 THEN 1 END)"],
     "visits": ["COUNT(*)", "SUM(cost)", "AVG(cost)", "COUNT(cost)"],
     # A relation's frame is its joined SELECT, which lists the columns its statement reads: these read one.
     "prescriptions p JOIN visits v ON p.visit_id = v.visit_id": ["SUM(dose)", "AVG(dose)", "COUNT(dose)", "STDDEV(dose)"],
@@ -72,6 +74,18 @@ def test_a_shared_query_releases_what_each_statement_releases_alone(db, sqls, no
         alone = testing.run(db, sql, 1.0, noise=noise).table
         assert got.schema == alone.schema, sql
         assert got.to_pylist() == alone.to_pylist(), sql
+
+
+def test_an_argument_two_statements_evaluate_otherwise_is_evaluated_for_each(db):
+    """COUNT reads its argument as written, SUM with its columns clamped (lower/bounding.py
+    row_arguments): sharing one evaluation would make the COUNT see the clamped income (none > 1000)."""
+    argument = "CASE WHEN income > 1000 THEN 1 END"
+    sqls = [f"SELECT sex, COUNT({argument}) AS n FROM people GROUP BY sex",
+            f"SELECT sex, SUM({argument}) AS s FROM people GROUP BY sex"]
+    for batch in (sqls, sqls[::-1]):
+        together = testing.run_shared(db, batch, 1.0)
+        assert [t.to_pylist() for t in together] == [testing.run(db, sql, 1.0).table.to_pylist() for sql in batch]
+    assert [r["n"] for r in testing.run(db, sqls[0], 1.0).table.to_pylist()] == [48, 98]
 
 
 AGAIN = ["SELECT sex, COUNT(*) AS n FROM people GROUP BY sex", "SELECT sex, AVG(income) AS a FROM people GROUP BY sex",
