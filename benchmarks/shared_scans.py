@@ -128,14 +128,19 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).parent / ".data")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    write(args, run(args.rows, args.repeats, args.user_repeats, args.data))
+
+
+def run(sizes: list[int], repeats: int, user_repeats: int, data: Path) -> list[dict]:
+    """Every configuration at every size (the smoke test runs it at 10k rows)."""
     results = []
-    for rows in args.rows:
-        file, parquet = build(rows, args.data)
+    for rows in sizes:
+        file, parquet = build(rows, data)
         for level in ("row", "user"):
-            repeats = args.repeats if level == "row" or rows <= 2_000_000 else args.user_repeats
+            times = repeats if level == "row" or rows <= 2_000_000 else user_repeats
             for source in ("table", "parquet"):
-                results += configuration(rows, level, source, file, parquet, repeats)
-    write(args, results)
+                results += configuration(rows, level, source, file, parquet, times)
+    return results
 
 
 def configuration(rows: int, level: str, source: str, file: Path, parquet: Path, repeats: int) -> list[dict]:
