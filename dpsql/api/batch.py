@@ -245,7 +245,7 @@ class Batch:
                    call: Call) -> dict[int, pa.Table | DpsqlError]:
         """A group's statements run as one query in one turn, then each settled with its own table (or
         the query's failure: each stays spent, as one query's would)."""
-        answer: pa.Table | None = None
+        tables: list[pa.Table] = []
         failure: BaseException | None = None
         with self.engine.turn(call.analyst, call.seconds) as clock:
             try:
@@ -254,13 +254,12 @@ class Batch:
                 except DpsqlError:   # it bound before the charge: a function of the schema, never of rows
                     raise ExecutionError("DP900", "the query could not be bound again to run; its budget "
                                          "stays spent") from None
-                answer = self.executor.run_shared(bound, clock)
+                tables = shared.split(group.query, self.executor.run_shared(bound, clock))
             except (DpsqlError, duckdb.Error, pa.ArrowException, ValueError, OverflowError) as err:
                 failure = err
             except BaseException:   # interrupted: the first is recorded failed here, the rest by the caller
                 self.accountant.fail(tickets[group.members[0]])
                 raise
-        tables = shared.split(group.query, answer) if answer is not None else []
 
         def released(k: int) -> pa.Table:
             if failure is not None:

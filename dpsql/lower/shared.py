@@ -52,6 +52,9 @@ from dpsql.sql.build import DIALECT, alias, col, ident, num, table
 SHARED = "__shared"     # the frame's noisy measurements, every statement's renamed
 TAG, ORDINAL = "__s", "__n"
 MAX_SHARED = 32         # statements per shared query: its width (and a turn of the engine) stays bounded
+# The shared answer holds every statement's rows with every statement's columns (NULL where another's):
+# at most this many cells, counted from public bounds (partitions, outputs), never from the data.
+MAX_CELLS = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -75,21 +78,33 @@ def same_frame(a: Plan, b: Plan) -> bool:
             and a.max_groups == b.max_groups and a.max_rows == b.max_rows and a.partitions == b.partitions)
 
 
+def _size(plan: Plan) -> tuple[int, int]:
+    """(rows, columns) of a plan's answer at most: its partitions (public keys: known), its outputs
+    with their intervals."""
+    return plan.partitions or 1, 3 * len(plan.outputs) + 1
+
+
 def groups(plans: Sequence[object]) -> list[list[int]]:
-    """The indices of ``plans`` that share a query: each group one frame, 2 to MAX_SHARED statements,
-    in the plans' order; the others run alone.
+    """The indices of ``plans`` that share a query: each group one frame, 2 to MAX_SHARED statements and
+    at most MAX_CELLS cells, in the plans' order; the others run alone.
 
     Comparisons are O(n * groups) frame checks, planning-time only."""
     found: list[list[int]] = []
     for i, plan in enumerate(plans):
         if not shareable(plan):
             continue
-        home = next((g for g in found if len(g) < MAX_SHARED and same_frame(plans[g[0]], plan)), None)  # type: ignore[arg-type]
+        home = next((g for g in found if _fits([plans[j] for j in g] + [plan])
+                     and same_frame(plans[g[0]], plan)), None)  # type: ignore[arg-type]
         if home is None:
             found.append([i])
         else:
             home.append(i)
     return [g for g in found if len(g) > 1]
+
+
+def _fits(plans: list) -> bool:
+    sizes = [_size(p) for p in plans]
+    return len(plans) <= MAX_SHARED and sum(r for r, _ in sizes) * sum(c for _, c in sizes) <= MAX_CELLS
 
 
 def _measured(i: int, name: str) -> str:

@@ -201,3 +201,12 @@ def test_shared_scans_is_a_boolean(db):
     with pytest.raises(DpsqlError) as info:
         db.sql_batch(AGAIN, epsilon=1.0, shared_scans="yes")
     assert info.value.code == "DP401"
+
+
+def test_a_shared_query_stays_bounded(db, monkeypatch):
+    """At most MAX_SHARED statements, and MAX_CELLS cells of padded answer counted from public bounds
+    (a plan here: 2 partitions x (3 x 2 outputs + 1) columns)."""
+    plans = [db.explain(f"SELECT sex, COUNT(*) AS n{i} FROM people GROUP BY sex", 1.0) for i in range(40)]
+    assert [len(g) for g in shared.groups(plans)] == [32, 8]
+    monkeypatch.setattr(shared, "MAX_CELLS", (2 + 2) * (7 + 7))   # two statements fit, three do not
+    assert shared.groups(plans[:5]) == [[0, 1], [2, 3]]
