@@ -66,6 +66,18 @@ def shared_on(db: dpsql.PrivateConnection, sqls: list[str]) -> list:
 @example(sql="SELECT tier, COUNT(*) * 0 AS z FROM people GROUP BY tier ORDER BY z", aggregate="SUM(f64)",
          neighbour=NEIGHBOUR_IDS[1])
 def test_shared_statements_do_not_tell_neighbours_apart(worlds, sql, aggregate, neighbour):
+    check(worlds, sql, aggregate, neighbour)
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(2000), **COMMON)
+@given(sql=typed_queries(), aggregate=st.sampled_from(SIBLINGS), neighbour=st.sampled_from(NEIGHBOUR_IDS))
+def test_shared_statements_slow(worlds, sql, aggregate, neighbour):
+    check(worlds, sql, aggregate, neighbour)
+
+
+def check(worlds, sql: str, aggregate: str, neighbour: str) -> None:
+    """The properties of the module docstring for ``sql`` and its sibling, on D and the neighbour."""
     other = sibling(sql, aggregate)
     if other is None:
         event("not one SELECT")
