@@ -73,9 +73,16 @@ def shareable(plan: object) -> bool:
 
 
 def same_frame(a: Plan, b: Plan) -> bool:
-    """Whether two shareable plans read one frame: the same rows, keys, L and C."""
+    """Whether two shareable plans read one frame: the same rows, keys, L and C. The WHERE and the keys
+    are compared as nodes and as the SQL they print (a literal's case, a quoted name's, counts)."""
     return (a.table == b.table and a.where == b.where and a.group_keys == b.group_keys
-            and a.max_groups == b.max_groups and a.max_rows == b.max_rows and a.partitions == b.partitions)
+            and a.max_groups == b.max_groups and a.max_rows == b.max_rows and a.partitions == b.partitions
+            and _printed(a) == _printed(b))
+
+
+def _printed(plan: Plan) -> tuple[str, ...]:
+    parts = [plan.where, *(k.expression for k in plan.group_keys), *(f for k in plan.group_keys for f in k.filters)]
+    return tuple("" if p is None else p.sql(dialect=DIALECT) for p in parts)
 
 
 def _size(plan: Plan) -> tuple[int, int]:

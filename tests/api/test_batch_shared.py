@@ -210,3 +210,15 @@ def test_a_shared_query_stays_bounded(db, monkeypatch):
     assert [len(g) for g in shared.groups(plans)] == [32, 8]
     monkeypatch.setattr(shared, "MAX_CELLS", (2 + 2) * (7 + 7))   # two statements fit, three do not
     assert shared.groups(plans[:5]) == [[0, 1], [2, 3]]
+
+
+@pytest.mark.parametrize("a, b", [
+    ("WHERE zip = 'a0001' GROUP BY sex", "WHERE zip = 'A0001' GROUP BY sex"),   # a literal's case
+    ("WHERE age > 30 GROUP BY sex", "WHERE age >= 30 GROUP BY sex"),
+    ("GROUP BY sex", "GROUP BY state"),
+    ("WHERE sex = 'F' GROUP BY CASE WHEN state = 'CA' THEN 'w' END", "WHERE sex = 'F' GROUP BY CASE WHEN state = 'ca' THEN 'w' END"),
+])
+def test_statements_that_read_other_rows_or_keys_do_not_share(db, a, b):
+    plans = [db.explain(f"SELECT COUNT(*) AS n FROM people {tail}", 1.0) for tail in (a, b)]
+    assert shared.groups(plans) == []
+    assert shared.groups(plans[:1] * 2) == [[0, 1]]
