@@ -47,6 +47,7 @@ from dpsql.api.planner import Planner
 from dpsql.api.plan_cache import PlanCache
 from dpsql.engines import duckdb_schema
 from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.lower import shared
 from dpsql.lower.names import SALT, choice_function, top_k_function
 from dpsql.mechanisms.quantile_rules import noiseless
 from dpsql.mechanisms.randomness import RandomSource
@@ -165,6 +166,18 @@ def run(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: fl
     plan = lower(db, sql, epsilon, delta, noise=noise, sampling=sampling, stage=stage, **options)
     return Exact(plan, fetch(db, bind(db, plan.rewritten_sql)))
 
+
+
+def run_shared(db: PrivateConnection, sqls: list[str], epsilon: float | None = None, delta: float | None = None, *,
+               noise: str = "identity", sampling: str = "hash", **options) -> list[pa.Table]:
+    """Statements of one frame run as one shared query (lower/shared.py, as ``db.sql_batch`` runs
+    them) without noise: each statement's table, to compare with ``run`` of it alone. Raises
+    ValueError when they do not share one query."""
+    plans = [lower(db, sql, epsilon, delta, noise=noise, sampling=sampling, **options) for sql in sqls]
+    if shared.groups(plans) != [list(range(len(plans)))]:
+        raise ValueError("these statements do not share one query (lower/shared.py groups)")
+    built = shared.combined(plans, _function(db, noise), sampling=sampling)   # type: ignore[arg-type]
+    return shared.split(built, fetch(db, bind(db, built.sql)))
 
 # --- trusted accessors: in-process only, never behind a server ---------------------------------------
 

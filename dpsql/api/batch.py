@@ -7,8 +7,13 @@ parts as ``sql`` (api/planner.py, api/accountant.py, api/executor.py):
    statement); the batch's budget allocated once (``allocate``: explicit epsilons, the rest by weight);
 2. every statement bound, then all charged in ONE ledger transaction (``Ledger.reserve_many``): all or
    nothing, so a batch that does not fit leaves the ledger as it was;
-3. each run in its own turn of the engine (so another analyst waits at most one statement) and
-   released; one that fails while running stays spent (as one query does) and the others still run.
+3. each run in its own turn of the engine (so another analyst waits at most one statement, or one
+   shared query) and released; one that fails while running stays spent (as one query does) and the
+   others still run. Statements that read one frame (the same table, WHERE, GROUP BY keys, L and C;
+   lower/shared.py) run as ONE engine query over one scan, each with exactly the release it gets
+   alone: bound before the charge with the rest (a shared query that does not bind, or a statement
+   it cannot take, runs alone as before), noised from the executor's one source. ``shared_scans=False``
+   runs every statement alone.
 
 The ledger holds one charge per statement, not one charge with N releases: each keeps its own SQL,
 answer, replay key and outcome, so replay and a failure are per statement, as for ``sql``. Privacy is
@@ -23,6 +28,7 @@ import functools
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
+import duckdb
 import pyarrow as pa
 
 from dpsql.accounting.ledger import Ticket
@@ -36,6 +42,7 @@ from dpsql.api.statements import Statement, allocate, statements
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.errors import DpsqlError, ExecutionError, NeedsBounds
 from dpsql.limits import Deadline
+from dpsql.lower import shared
 from dpsql.plan.local import LocalPlan
 from dpsql.plan.model import Plan
 
@@ -100,10 +107,18 @@ class Call:
     nonnegative: bool = True
     mechanism: str | None = None
     report_clipping: bool = False
+    shared_scans: bool = True   # statements of one frame run as one query (lower/shared.py)
 
     def replan_options(self) -> dict:
         return dict(ci=self.ci, nonnegative=self.nonnegative, reader=self.analyst, deadline=self.seconds,
                     mechanism=self.mechanism, report_clipping=self.report_clipping)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Statements (their places in the batch) answered by one shared query (lower/shared.py)."""
+    members: tuple[int, ...]
+    query: shared.Shared
 
 
 class Batch:
@@ -123,10 +138,30 @@ class Batch:
             repeats = {i: first.setdefault(o.replay_key, i) for i, o in enumerate(orders)
                        if o.replay_key is not None and not call.fresh}
             charged = [i for i in range(len(batch)) if repeats.get(i, i) == i]
+            groups = self._groups(entries, charged) if call.shared_scans else []
             charge_by(clock)
             made = self.accountant.reserve_many([orders[i] for i in charged], call.analyst)
         tickets = dict(zip(charged, made))
-        return self._run_all(batch, entries, tickets, {i: j for i, j in repeats.items() if i != j}, call)
+        fresh = [i for i in charged if tickets[i].answer is None]   # a replayed statement is not run
+        if any(tickets[i].answer is not None for g in groups for i in g.members):
+            with self.engine.turn(call.analyst, call.seconds):   # bound after the charge: if not, they run alone
+                groups = self._groups(entries, fresh)
+        return self._run_all(batch, entries, tickets, {i: j for i, j in repeats.items() if i != j}, call, groups)
+
+    def _groups(self, entries: list[Entry], indices: list[int]) -> list[Group]:
+        """The statements of ``indices`` that share a query (lower/shared.py ``groups``), each shared query
+        built and bound; one that does not bind is dropped (its statements were each bound: they run
+        alone, and a binder error is a function of the SQL and the schema only)."""
+        plans = [entries[i].plan for i in indices]
+        found = []
+        for group in shared.groups(plans):
+            query = shared.combined([plans[k] for k in group], self.executor.noise_function)   # type: ignore[misc]
+            try:
+                self.executor.bind_shared(query)
+            except DpsqlError:
+                continue
+            found.append(Group(tuple(indices[k] for k in group), query))
+        return found
 
     def _plan_all(self, batch: list[Statement], shares, call: Call) -> list[Entry]:
         """Every statement planned before anything is spent; one that needs automatic bounds waits until
@@ -161,11 +196,13 @@ class Batch:
             self.accountant.exact_order(plan)
 
     def _run_all(self, batch: list[Statement], entries: list[Entry], tickets: dict[int, Ticket],
-                 repeats: dict[int, int], call: Call) -> Answers:
-        """Each charged statement run in its own turn and settled; a failure is kept and the rest run."""
+                 repeats: dict[int, int], call: Call, groups: list[Group]) -> Answers:
+        """Each charged statement run in its own turn (a group's in one) and settled; a failure is kept
+        and the rest run."""
         results: dict[str, Result] = {}
         failed: dict[str, DpsqlError] = {}
         outcome: dict[int, pa.Table | DpsqlError] = {}   # the released table, as the ledger keeps it
+        group_of = {i: g for g in groups for i in g.members}
         for i, (statement, entry) in enumerate(zip(batch, entries)):
             name = str(statement.name)
             replayed = i in repeats or tickets[i].answer is not None
@@ -175,7 +212,10 @@ class Batch:
                 outcome[i] = replay.unstored(tickets[i].answer)[0]
             else:
                 try:
-                    outcome[i] = self._run_one(statement, entry.plan, tickets[i], call)
+                    if i in group_of and group_of[i].members[0] == i:   # the group's first: runs them all
+                        outcome.update(self._run_group(group_of[i], batch, entries, tickets, call))
+                    elif i not in group_of:
+                        outcome[i] = self._run_one(statement, entry.plan, tickets[i], call)
                 except DpsqlError as err:
                     outcome[i] = named(err, name)
                 except BaseException:   # interrupted: what was charged and not run is recorded failed
@@ -200,3 +240,35 @@ class Batch:
                     ticket, plan, lambda: self.executor.run_exact(self.executor.bind_exact(plan), clock))
             return charged_run(self.planner, self.accountant, self.executor, statement.sql, plan, ticket,
                                lambda: self.executor.bind(plan), clock, call.replan_options())
+
+    def _run_group(self, group: Group, batch: list[Statement], entries: list[Entry], tickets: dict[int, Ticket],
+                   call: Call) -> dict[int, pa.Table | DpsqlError]:
+        """A group's statements run as one query in one turn, then each settled with its own table (or
+        the query's failure: each stays spent, as one query's would)."""
+        tables: list[pa.Table] = []
+        failure: BaseException | None = None
+        with self.engine.turn(call.analyst, call.seconds) as clock:
+            try:
+                try:
+                    bound = self.executor.bind_shared(group.query)
+                except DpsqlError:   # it bound before the charge: a function of the schema, never of rows
+                    raise ExecutionError("DP900", "the query could not be bound again to run; its budget "
+                                         "stays spent") from None
+                tables = shared.split(group.query, self.executor.run_shared(bound, clock))
+            except (DpsqlError, duckdb.Error, pa.ArrowException, ValueError, OverflowError) as err:
+                failure = err
+            except BaseException:   # interrupted: the first is recorded failed here, the rest by the caller
+                self.accountant.fail(tickets[group.members[0]])
+                raise
+
+        def released(k: int) -> pa.Table:
+            if failure is not None:
+                raise failure
+            return tables[k]
+        out: dict[int, pa.Table | DpsqlError] = {}
+        for k, i in enumerate(group.members):
+            try:
+                out[i] = self.accountant.settle(tickets[i], entries[i].plan, functools.partial(released, k))  # type: ignore[arg-type]
+            except DpsqlError as err:
+                out[i] = named(err, str(batch[i].name))
+        return out

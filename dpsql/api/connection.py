@@ -188,7 +188,7 @@ class PrivateConnection:
     def sql_batch(self, statements: Sequence[str | Statement], epsilon: float | None = None,
                   delta: float | None = None, *, fresh: bool = False, ci: float | None = None,
                   nonnegative: bool = True, analyst: str | None = None, deadline: float | None = None,
-                  mechanism: str | None = None, report_clipping: bool = False) -> Answers:
+                  mechanism: str | None = None, report_clipping: bool = False, shared_scans: bool = True) -> Answers:
         """Answer a batch of statements under one budget, reserved all at once (api/batch.py).
 
         Args:
@@ -198,6 +198,8 @@ class PrivateConnection:
                 weight (default 1); None: each statement its own (its OPTIONS or the policy's default).
             deadline: seconds of each turn of the engine (the binding and charge, then each statement).
             fresh, ci, nonnegative, mechanism, report_clipping, analyst: as ``sql``, for every statement.
+            shared_scans: statements that read one frame (table, WHERE, GROUP BY keys, L, C) run as one
+                engine query, each released as alone (lower/shared.py); False: each on its own.
         Returns:
             Answers: by name, each statement's Result (``replayed`` when it cost nothing); one that failed
             while running raises its error when read (``answers.failed``), and stays spent.
@@ -210,7 +212,9 @@ class PrivateConnection:
         """
         if not isinstance(fresh, bool):
             raise InvalidParameter("DP401", f"fresh must be True or False, got {fresh!r}")
-        call = Call(analyst, self._seconds(deadline), fresh, ci, nonnegative, mechanism, report_clipping)
+        if not isinstance(shared_scans, bool):
+            raise InvalidParameter("DP401", f"shared_scans must be True or False, got {shared_scans!r}")
+        call = Call(analyst, self._seconds(deadline), fresh, ci, nonnegative, mechanism, report_clipping, shared_scans)
         return Batch(self._engine, self._planner, self._accountant, self._executor).answer(
             statements, epsilon, delta, call)
 

@@ -25,6 +25,7 @@ from dpsql.errors import ExecutionError, UnsupportedConstruct
 from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES, VALUE as CORRELATED_VALUE
 from dpsql.limits import Deadline, WorkLimits
 from dpsql.lower.names import SALT, choice_function, top_k_function
+from dpsql.lower.shared import Shared
 from dpsql.mechanisms import randomness
 from dpsql.mechanisms.base import NoiseBuffer, choose_top, noise
 from dpsql.mechanisms.quantile_rules import answer
@@ -125,8 +126,11 @@ class Executor:
     def _bound(self, plan: Plan) -> duckdb.DuckDBPyRelation:
         """A DP plan's SQL bound, with a fresh salt for its keyed hash if it reads one (lower/bounding.py):
         drawn from the connection's one random source, never from the query's text."""
-        salt = int(self.source.below(np.array([SALT_BOUND], dtype=np.int64))[0]) if plan.salted else None
-        return self.engine.bind(plan.rewritten_sql, None if salt is None else {SALT: salt})
+        return self.engine.bind(plan.rewritten_sql, self._salt() if plan.salted else None)
+
+    def _salt(self) -> dict:
+        """The parameters of one bind of a salted query: a salt from the connection's one random source."""
+        return {SALT: int(self.source.below(np.array([SALT_BOUND], dtype=np.int64))[0])}
 
     def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan) -> pa.Table:
         """A charged DP plan run to its released table; the engine's errors propagate (the caller
@@ -135,6 +139,18 @@ class Executor:
         self._clear()
         table = self.engine.run(query, clock)
         return self._then(plan, table, clock) if plan.then is not None else table
+
+    def bind_shared(self, query: Shared) -> duckdb.DuckDBPyRelation:
+        """A shared query of a batch's statements bound (lower/shared.py; DP311 before the charge), with a
+        fresh salt if it reads one (as ``_bound``)."""
+        return self.engine.bind(query.sql, self._salt() if query.salted else None)
+
+    def run_shared(self, bound: duckdb.DuckDBPyRelation, clock: Deadline) -> pa.Table:
+        """A charged shared query run to its tagged answer (lower/shared.py ``split`` cuts it): one query,
+        so one buffer of draws, cleared first as for any query; every group's and measurement's draw
+        is its own (the buffer hands each out once)."""
+        self._clear()
+        return self.engine.run(bound, clock)
 
     def bind_exact(self, plan: PublicPlan | LocalPlan) -> duckdb.DuckDBPyRelation:
         """A public-only or local-model plan bound (before it is recorded: a binder error is DP311, free)."""

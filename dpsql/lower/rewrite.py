@@ -56,6 +56,22 @@ def looked_up(plan: Plan, query: exp.Select) -> exp.Select:
     return join(exp.select(*items).from_(top, copy=False), public, on, "LEFT")
 
 
+def out_cte(plan: Plan) -> exp.Select:
+    """__out: every output's released value (and interval) from __noisy, post-processing only; the
+    groups a top-k chose, the trees' and histograms' answers joined, the selected groups kept."""
+    values = [alias(output_value(plan, i), plan.slot(i)) for i in range(len(plan.outputs))]
+    for i in range(len(plan.outputs)):
+        interval = output_interval(plan, i)
+        if interval is not None:
+            values += [alias(interval[0], f"{plan.slot(i)}_lo"), alias(interval[1], f"{plan.slot(i)}_hi")]
+    values += [alias(col(m), name) for m, name in clipping_columns(plan)]
+    out = histogram.join_outputs(plan, quantile.join_outputs(
+        plan, top_k.chosen_only(plan, exp.select(*values).from_(table("__noisy"), copy=False))))
+    if plan.selection is not None:
+        out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
+    return out
+
+
 def rewrite(plan: Plan, noise_function: str, *, sampling: str = "keyed", stage: str = "output") -> Plan:
     """Return the plan with ``rewritten_sql`` set: the whole DP query as one DuckDB SELECT.
 
@@ -91,17 +107,7 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "keyed", stage: 
         answered = histogram.histogram_ctes(plan, m, bounded, choice_function(noise_function))
         materialized.update(name for name, _ in answered if name.endswith("_cell"))   # one call per group
         ctes += answered
-    values = [alias(output_value(plan, i), plan.slot(i)) for i in range(len(plan.outputs))]
-    for i in range(len(plan.outputs)):
-        interval = output_interval(plan, i)
-        if interval is not None:
-            values += [alias(interval[0], f"{plan.slot(i)}_lo"), alias(interval[1], f"{plan.slot(i)}_hi")]
-    values += [alias(col(m), name) for m, name in clipping_columns(plan)]
-    out = histogram.join_outputs(plan, quantile.join_outputs(
-        plan, top_k.chosen_only(plan, exp.select(*values).from_(table("__noisy"), copy=False))))
-    if plan.selection is not None:
-        out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
-    ctes.append(("__out", out))
+    ctes.append(("__out", out_cte(plan)))
     query = final_select(plan) if stage == "output" else measurements_select(plan)
     for name, cte in ctes:
         query = query.with_(ident(name), as_=cte, materialized=True if name in materialized else None, copy=False)

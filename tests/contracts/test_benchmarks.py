@@ -136,3 +136,12 @@ def test_the_consistency_benchmark_runs_both_shapes_at_two_draws():
     assert [lv["cells"] for lv in two_way["levels"]] == [1, 50, 60, 3000]
     assert all(lv["raw"] > 0 and lv["gls"] > 0 for lv in hierarchy["levels"] + two_way["levels"])
     assert "| 1 | (state, county) | 3,000 |" in bench.markdown(result)
+
+
+def test_the_shared_scans_benchmark_runs_at_10k_rows(tmp_path):
+    results = load("shared_scans").run([10_000], repeats=1, user_repeats=1, data=tmp_path)
+    assert {(r["level"], r["source"], r["set"]) for r in results} >= {("row", "table", "frames"), ("user", "parquet", "frames")}
+    assert [r["set"] for r in results].count("grouping sets") == 1
+    for r in (r for r in results if r["set"] != "grouping sets"):
+        assert r["alone_s"] > 0 and r["shared_s"] > 0
+        assert r["queries"] == {"alone": 12, "shared": 4 if r["set"] == "frames" else 12}, r
