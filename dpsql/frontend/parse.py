@@ -53,14 +53,19 @@ def parse(sql: str) -> exp.Expression:
                                    sql=sql, start=start, end=end)
         err.rule = "one_statement"
         raise err
-    return column_lists(unqualified_tables(_printable(statements[0], sql)), sql)
+    return column_lists(unqualified_tables(_well_formed(statements[0], sql)), sql)
 
 
-def _printable(statement: exp.Expression, sql: str) -> exp.Expression:
-    """The statement, unless it calls a function without arguments that sqlglot cannot write again
-    (``DATE()``: its parser accepts what its writer cannot print, which would fail deep in planning):
-    DP100 at that call. Only such calls are tried (writing the whole statement would cost more than
+def _well_formed(statement: exp.Expression, sql: str) -> exp.Expression:
+    """The statement, unless it holds what sqlglot parses and DuckDB cannot: a function without arguments
+    that sqlglot cannot write again (``DATE()``, which would fail deep in planning), or ``x IS 4`` (DuckDB
+    takes IS NULL, TRUE, FALSE only; its parser error would surface from an engine read): DP100 there. Only such calls are tried (writing the whole statement would cost more than
     parsing it); api/planner.py refuses whatever else fails to write, without a position."""
+    for node in statement.find_all(exp.Is):   # sqlglot reads ``x IS 4``, which DuckDB's parser refuses
+        if not isinstance(node.expression, (exp.Null, exp.Boolean)):
+            start, end = span(node.expression, sql)
+            raise SqlSyntaxError("DP100", "syntax error: IS takes NULL, TRUE, FALSE or DISTINCT FROM", sql=sql,
+                                 start=start, end=end)
     for node in statement.find_all(exp.Func):
         if not any(node.args.values()):
             try:
