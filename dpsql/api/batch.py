@@ -74,6 +74,7 @@ class Answers(Mapping[str, Result]):
 
 def charged_run(planner: Planner, accountant: Accountant, executor: Executor, sql: str, plan: Plan,
                 ticket: Ticket, bind: Callable[[], Bound], clock: Deadline, options: dict) -> pa.Table:
+    # A charge of measurements by identity runs with those it replays (accounting/released.py).
     """A charged plan bound (``bind``), run by the executor in the caller's turn and settled by the
     accountant: released with its answer, or failed and still spent. ``options``: the call's, to plan
     a last stage again with its earlier stages' values (``Planner.last_stage``)."""
@@ -85,7 +86,7 @@ def charged_run(planner: Planner, accountant: Accountant, executor: Executor, sq
         except DpsqlError:   # it bound before the charge: a function of the schema, never of rows
             raise ExecutionError("DP900", "the query could not be bound again to run; its budget stays "
                                  "spent") from None
-        return executor.run(plan, bound, clock, replan)
+        return executor.run(plan, bound, clock, replan, ticket.kept if ticket.identities else None)
     return accountant.settle(ticket, plan, run)
 
 
@@ -168,7 +169,7 @@ class Batch:
         outcome: dict[int, pa.Table | DpsqlError] = {}   # the released table, as the ledger keeps it
         for i, (statement, entry) in enumerate(zip(batch, entries)):
             name = str(statement.name)
-            replayed = i in repeats or tickets[i].answer is not None
+            replayed = i in repeats or tickets[i].free
             if i in repeats:   # the same release as an earlier statement of the batch: replayed free
                 outcome[i] = outcome[repeats[i]]
             elif tickets[i].answer is not None:

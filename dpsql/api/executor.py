@@ -20,11 +20,14 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from dpsql.accounting import measurements
+from dpsql.accounting.released import VALUE
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.errors import ExecutionError, UnsupportedConstruct
 from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES, VALUE as CORRELATED_VALUE
 from dpsql.limits import Deadline, WorkLimits
 from dpsql.lower.names import choice_function, top_k_function
+from dpsql.lower.rewrite import replayed_sql, rewrite
 from dpsql.mechanisms import randomness
 from dpsql.mechanisms.base import NoiseBuffer, choose_top, noise
 from dpsql.mechanisms.quantile_rules import answer
@@ -120,13 +123,34 @@ class Executor:
                                            hint="nothing was spent; check the types of the expressions")
         return bound
 
-    def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan) -> pa.Table:
+    def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan,
+            kept: tuple[pa.Table | None, ...] | None = None) -> pa.Table | tuple[pa.Table, pa.Table | None]:
         """A charged DP plan run to its released table; the engine's errors propagate (the caller
-        records the charge failed: it stays spent)."""
+        records the charge failed: it stays spent). ``kept``: a plan of measurements by identity
+        (api/accountant.py), run as ``measured`` does, with the measurements it drew."""
+        if kept is not None:
+            return self.measured(plan, kept, clock)
         query = self._run_stages(plan, bound.earlier, clock, replan) if bound.earlier else bound.query
         self._clear()
         table = self.engine.run(query, clock)
         return self._then(plan, table, clock) if plan.then is not None else table
+
+    def measured(self, plan: Plan, kept: tuple[pa.Table | None, ...], clock: Deadline) -> tuple[pa.Table, pa.Table | None]:
+        """A plan of scalar measurements run in two steps: the measurements it lacks drawn by the engine
+        (``stage="released"``: each released group's keys and noisy values), then its outputs computed
+        from those and the ``kept`` ones alone (lower/rewrite.py ``replayed_sql``: post-processing, in
+        the column types the one-query form has). Returns the answer and what it drew (None: nothing)."""
+        new = tuple(m for m, old in zip(plan.measurements, kept) if old is None)
+        like = self.engine.bind(rewrite(plan, self.noise_function, stage="released").rewritten_sql)
+        drawn = None
+        if new:
+            self._clear()
+            alone = plan if len(new) == len(plan.measurements) else measurements.alone(plan, new)
+            drawn = self.engine.run(self.engine.bind(rewrite(alone, self.noise_function, stage="released")
+                                                     .rewritten_sql), clock)
+        rows = _joined(plan, kept, drawn)
+        with self.engine.rows(rows, like) as source:
+            return self.engine.run(self.engine.bind(replayed_sql(plan, source)), clock), drawn
 
     def bind_exact(self, plan: PublicPlan | LocalPlan) -> duckdb.DuckDBPyRelation:
         """A public-only or local-model plan bound (before it is recorded: a binder error is DP311, free)."""
@@ -172,6 +196,24 @@ class Executor:
         if not self.engine.fill(values.name, released.select(list(range(len(values.columns)))), keys):
             raise ExecutionError("DP999", "a stage's released keys repeat: this is probably a bug; its budget "
                                  "stays spent")
+
+
+def _joined(plan: Plan, kept: tuple[pa.Table | None, ...], drawn: pa.Table | None) -> pa.Table:
+    """Every measurement's column beside the groups' keys, in the plan's order: drawn or kept. The kept
+    ones hold the same groups as each other (accounting/released.py); the drawn ones must too (public
+    groups, drawn again: the same key domain), else DP999 (a bug; the budget stays spent)."""
+    names = [m.name for m in plan.measurements]
+    first = drawn if drawn is not None else next(t for t in kept if t is not None)
+    keys = first.select([c for c in first.column_names if c not in names and c != VALUE])
+    columns = []
+    for name, old in zip(names, kept):
+        if old is not None and not old.drop_columns([VALUE]).equals(keys):
+            raise ExecutionError("DP999", "kept measurements hold other groups than those drawn: this is probably "
+                                 "a bug; its budget stays spent")
+        columns.append(old.column(VALUE) if old is not None else drawn.column(name))
+    for name, column in zip(names, columns):
+        keys = keys.append_column(name, column)
+    return keys
 
 
 def keys_of_values(values: TablePolicy) -> list:
