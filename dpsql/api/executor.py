@@ -135,19 +135,21 @@ class Executor:
         table = self.engine.run(query, clock)
         return self._then(plan, table, clock) if plan.then is not None else table
 
-    def measured(self, plan: Plan, kept: tuple[pa.Table | None, ...], clock: Deadline) -> tuple[pa.Table, pa.Table | None]:
+    def measured(self, plan: Plan, kept: tuple[pa.Table | None, ...], clock: Deadline,
+                 **lowering) -> tuple[pa.Table, pa.Table | None]:
         """A plan of scalar measurements run in two steps: the measurements it lacks drawn by the engine
         (``stage="released"``: each released group's keys and noisy values), then its outputs computed
         from those and the ``kept`` ones alone (lower/rewrite.py ``replayed_sql``: post-processing, in
-        the column types the one-query form has). Returns the answer and what it drew (None: nothing)."""
+        the column types the one-query form has). Returns the answer and what it drew (None: nothing).
+        ``lowering``: the test seam's noiseless function and sampling (dpsql/testing.py ``measured``)."""
         new = tuple(m for m, old in zip(plan.measurements, kept) if old is None)
-        like = self.engine.bind(rewrite(plan, self.noise_function, stage="released").rewritten_sql)
+        lowering = {"noise_function": self.noise_function, **lowering, "stage": "released"}
+        like = self.engine.bind(rewrite(plan, **lowering).rewritten_sql)
         drawn = None
         if new:
             self._clear()
             alone = plan if len(new) == len(plan.measurements) else measurements.alone(plan, new)
-            drawn = self.engine.run(self.engine.bind(rewrite(alone, self.noise_function, stage="released")
-                                                     .rewritten_sql), clock)
+            drawn = self.engine.run(self.engine.bind(rewrite(alone, **lowering).rewritten_sql), clock)
         rows = _joined(plan, kept, drawn)
         with self.engine.rows(rows, like) as source:
             return self.engine.run(self.engine.bind(replayed_sql(plan, source)), clock), drawn
