@@ -80,22 +80,26 @@ class Accountant:
         normalised = planned.normalised
         key = replay.replay_key(normalised, cost, self.ledger.identity, self.data_version)
         return Order(cost, Request(cost, normalised[0], replay.plan_summary(plan), key, self.data_version, fresh,
-                                   plan.releases(), self.measured(plan)))
+                                   plan.releases(), self.measured(planned)))
 
-    def measured(self, plan: Plan) -> Measured | None:
+    def measured(self, planned: Entry) -> Measured | None:
         """A plan's measurements by identity (accounting/measurements.py), for the ledger to replay those
-        this analyst has released; None for a plan that replays only whole (a byte-identical query)."""
-        if not measurements.replayable(plan):
+        this analyst has released; None for a plan that replays only whole (a byte-identical query). The
+        identities are kept with the cached plan (the policy and data version are this accountant's)."""
+        plan = planned.plan
+        if not isinstance(plan, Plan) or not measurements.replayable(plan):
             return None
+        context = (self.ledger.identity, self.data_version)   # a rebind changes the policy's identity
+        if planned.identities is None or planned.identities[0] != context:
+            planned.identities = (context, measurements.identities(plan, *context))
         price = functools.partial(measurements.price, plan) if measurements.partial(plan) else None
-        return Measured(measurements.identities(plan, self.ledger.identity, self.data_version),
-                        tuple(f"{m.name} {m.label}" for m in plan.measurements), price)
+        return Measured(planned.identities[1], tuple(f"{m.name} {m.label}" for m in plan.measurements), price)
 
-    def replay_note(self, plan: Plan, analyst: str | None) -> tuple[Cost, tuple, list[str]] | None:
+    def replay_note(self, planned: Entry, analyst: str | None) -> tuple[Cost, tuple, list[str]] | None:
         """What a run of ``plan`` would cost now, its releases and explain's lines saying which measurements
         replay (released before to this analyst) and what is charged; None when nothing would replay.
         Reads only: the ledger's ``reserve`` decides again, in its transaction."""
-        measured = self.measured(plan)
+        measured = self.measured(planned)
         if measured is None:
             return None
         held = self.ledger.held(measured.identities, analyst)
@@ -125,7 +129,7 @@ class Accountant:
             return planned
         if [o.name for o in other.plan.visible_outputs] != [o.name for o in plan.visible_outputs]:
             return planned
-        measured = self.measured(other.plan)
+        measured = self.measured(other)
         return other if measured is not None and all(self.ledger.held(measured.identities, analyst)) else planned
 
     def reserve(self, order: Order, analyst: str | None) -> Ticket:
@@ -164,7 +168,10 @@ class Accountant:
             self.ledger.fail(ticket)
             raise
         table, drawn = ran if isinstance(ran, tuple) else (ran, None)
-        self.ledger.release(ticket, replay.stored(table, plan), kept(ticket, plan, drawn))
+        # An answer of kept measurements only is not kept again: charged 0, it would grow the ledger by a
+        # whole answer per free request; asked again, it is computed again from them (free as well).
+        answer = None if ticket.free else replay.stored(table, plan)
+        self.ledger.release(ticket, answer, kept(ticket, plan, drawn))
         return table
 
     def settle_exact(self, ticket: Ticket, plan: PublicPlan | LocalPlan, run: Callable[[], pa.Table]) -> pa.Table:

@@ -106,13 +106,14 @@ class PrivateConnection:
         Example:
             >>> print(db.explain("SELECT sex, COUNT(*) FROM people GROUP BY sex"))  # doctest: +SKIP
         """
-        plan = self._planner.planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline),
-                                     mechanism, report_clipping).plan
+        planned = self._planner.planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline),
+                                        mechanism, report_clipping)
+        plan = planned.plan
         if isinstance(plan, (PublicPlan, LocalPlan)):   # spends nothing: no budget to show
             return plan
         # The remaining budget (the analyst's own, or the total) and whether this would fit: read only.
         return dataclasses.replace(plan, budget_note=budget_note(
-            self._ledger, plan, analyst, lambda: self._accountant.replay_note(plan, analyst)))
+            self._ledger, plan, analyst, lambda: self._accountant.replay_note(planned, analyst)))
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
@@ -36,6 +37,8 @@ from dpsql.plan.model import Plan
 from dpsql.plan.public import PublicPlan
 from dpsql.policy.model import TablePolicy
 from dpsql.sql.compare import Form
+
+KEPT_PLANS = 64   # plans whose lowered measurements stage ``measured`` keeps
 
 # The last stage planned again with its earlier stages' released values (api/planner.py ``last_stage``).
 Replan = Callable[[list], Plan]
@@ -67,6 +70,8 @@ class Executor:
         self._lock = threading.Lock()
         self.noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         self.values_table = f"{CORRELATED_VALUES}_{secrets.token_hex(6)}"   # frontend/correlated.py
+        self.measured_table = f"__dpsql_measured_{secrets.token_hex(6)}"   # a run's measurements (``measured``)
+        self._sql: OrderedDict[int, tuple[Plan, str, str]] = OrderedDict()
         self.owner: object = None   # what lives as long as the engine's functions (api/connection.py)
         engine.register_noise(self.noise_function, self._noise_udf)
         engine.register_choice(choice_function(self.noise_function), self._choice_udf)
@@ -143,16 +148,34 @@ class Executor:
         the column types the one-query form has). Returns the answer and what it drew (None: nothing).
         ``lowering``: the test seam's noiseless function and sampling (dpsql/testing.py ``measured``)."""
         new = tuple(m for m, old in zip(plan.measurements, kept) if old is None)
-        lowering = {"noise_function": self.noise_function, **lowering, "stage": "released"}
-        like = self.engine.bind(rewrite(plan, **lowering).rewritten_sql)
+        released, post = self._lowered(plan, lowering)
+        # The types of the measurements' stage: the draw's own when it draws them all (bound, not run).
+        like = self.engine.bind(released) if len(new) < len(kept) else None
         drawn = None
         if new:
             self._clear()
-            alone = plan if len(new) == len(plan.measurements) else measurements.alone(plan, new)
-            drawn = self.engine.run(self.engine.bind(rewrite(alone, **lowering).rewritten_sql), clock)
-        rows = _joined(plan, kept, drawn)
-        with self.engine.rows(rows, like) as source:
-            return self.engine.run(self.engine.bind(replayed_sql(plan, source)), clock), drawn
+            alone = measurements.alone(plan, new)
+            draw = self.engine.bind(released if len(new) == len(kept) else rewrite(
+                alone, **{"noise_function": self.noise_function, **lowering, "stage": "released"}).rewritten_sql)
+            like = draw if like is None else like
+            drawn = self.engine.run(draw, clock)
+        assert like is not None
+        with self.engine.rows(_joined(plan, kept, drawn), like, self.measured_table):
+            return self.engine.run(self.engine.bind(post), clock), drawn
+
+    def _lowered(self, plan: Plan, lowering: dict) -> tuple[str, str]:
+        """A plan's measurements stage and its post-processing over ``measured_table`` (lower/rewrite.py),
+        kept for the plans asked last (lowering a plan takes milliseconds; a cached plan is asked again)."""
+        found = self._sql.get(id(plan)) if not lowering else None
+        if found is not None and found[0] is plan:
+            return found[1], found[2]
+        released = rewrite(plan, **{"noise_function": self.noise_function, **lowering, "stage": "released"})
+        made = (released.rewritten_sql, replayed_sql(plan, self.measured_table))
+        if not lowering:
+            self._sql[id(plan)] = (plan, *made)   # the plan held: its id is not reused while kept
+            while len(self._sql) > KEPT_PLANS:
+                self._sql.popitem(last=False)
+        return made
 
     def bind_exact(self, plan: PublicPlan | LocalPlan) -> duckdb.DuckDBPyRelation:
         """A public-only or local-model plan bound (before it is recorded: a binder error is DP311, free)."""

@@ -225,15 +225,15 @@ class DuckDBEngine:
         self.con.execute(f"CREATE OR REPLACE TEMP TABLE {sources.quoted(table.name)} ({columns})")
 
     @contextlib.contextmanager
-    def rows(self, rows: pa.Table, like: duckdb.DuckDBPyRelation) -> Iterator[str]:
-        """``rows`` (released values) in a TEMP table of ``like``'s column names and types (a bound query,
-        never run), for one run in the caller's turn, then dropped; its name is dpsql's own (DP201)."""
-        name = f"__dpsql_measured_{secrets.token_hex(6)}"
+    def rows(self, rows: pa.Table, like: duckdb.DuckDBPyRelation, name: str) -> Iterator[None]:
+        """``rows`` (released values) in the TEMP table ``name`` of ``like``'s column names and types (a
+        bound query, never run), for one run in the caller's turn, then dropped; its name is dpsql's own
+        (DP201)."""
         columns = ", ".join(f"{sources.quoted(c)} {t}" for c, t in zip(like.columns, like.types))
         self.con.execute(f"CREATE TEMP TABLE {sources.quoted(name)} ({columns})")
         try:
             self._insert(name, rows)
-            yield name
+            yield
         finally:
             self.con.execute(f"DROP TABLE IF EXISTS {sources.quoted(name)}")
 

@@ -193,6 +193,13 @@ def test_the_kept_values_are_the_released_ones(tmp_path):
     assert {r["k0"]: r["__value"] for r in kept} == {s: n for s, (_, n) in answer.items()}
     with sqlite3.connect(ledger) as con, pytest.raises(sqlite3.IntegrityError):
         con.execute("UPDATE measurements SET identity = 'x'")   # append-only, as every table of the ledger
+    # A free replay is in the history at 0, without its answer (a free request grows the file by its
+    # record only) and without measurements of its own.
+    assert db.sql("SELECT sex AS s, COUNT(*) AS c FROM people GROUP BY sex", epsilon=1).replayed
+    with sqlite3.connect(ledger) as con:
+        assert con.execute("SELECT epsilon, answer IS NULL FROM charges ORDER BY id").fetchall() == [
+            ("1", 0), ("0", 1)]
+        assert con.execute("SELECT COUNT(*) FROM measurements").fetchone() == (1,)
 
 
 def test_the_batch_path_replays_measurements_too(db):
