@@ -106,8 +106,11 @@ class PrivateConnection:
         Example:
             >>> print(db.explain("SELECT sex, COUNT(*) FROM people GROUP BY sex"))  # doctest: +SKIP
         """
-        planned = self._planner.planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline),
-                                        mechanism, report_clipping)
+        seconds = self._seconds(deadline)
+        planned = self._planner.planned(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism,
+                                        report_clipping)
+        planned = self._accountant.preferred(planned, lambda: self._planner.twin(   # the plan that would run
+            sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism, report_clipping), analyst, False)
         plan = planned.plan
         if isinstance(plan, (PublicPlan, LocalPlan)):   # spends nothing: no budget to show
             return plan

@@ -214,6 +214,13 @@ def test_explain_says_what_replays(db):
     db.sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex", epsilon=1)
     text = str(db.explain("SELECT sex, COUNT(*) AS n, SUM(income) AS s FROM people GROUP BY sex", epsilon=2))
     assert "replay free (released before): m0 COUNT(*)" in text and "charged: epsilon 1" in text
+    # A noisy top-k (the choice, by default here) over released values: explain shows the plan that
+    # runs, ORDER BY ... LIMIT over the values, replayed free.
+    db.sql(EXAMPLE, epsilon=2)
+    top = EXAMPLE + " ORDER BY n LIMIT 1"
+    assert testing.planner(db).planned(top, 2, None, None, True, None, None).plan.top_k is not None
+    text = str(db.explain(top, epsilon=2))
+    assert "charged: epsilon 0" in text and "top-k" not in text, text
 
 
 # --- the property: a replayed answer is post-processing of the first release ---------------------------
