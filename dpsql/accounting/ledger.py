@@ -13,7 +13,8 @@ Storage only: the SQL text and plan summary arrive as strings and are kept as gi
 ``RECORDED_CHARS`` characters each (``recorded``): a record's size is bounded whatever the query, so
 free queries (public tables only, recorded at epsilon 0) cannot grow the file without bound. Where the file
 lives and how it fails closed: ``accounting/store.py``; replay keys and data versions:
-``api/replay.py`` and ``engines/versions.py``; analysts: ``accounting/analysts.py``; which policy changes keep the history:
+``api/replay.py`` and ``engines/versions.py``; released measurements kept by identity, replayed free:
+``accounting/released.py`` (``Request.measured``); analysts: ``accounting/analysts.py``; which policy changes keep the history:
 ``accounting/policies.py``.
 
 >>> from dpsql.policy import load_policy
