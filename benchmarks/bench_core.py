@@ -49,6 +49,7 @@ from typing import Callable
 import duckdb
 
 import dpsql
+from dpsql import testing
 
 GROUPS = 50
 MANY_GROUPS = 10_000
@@ -183,7 +184,7 @@ def run_case(case: Case, rows: int, repeats: int, threads: int | None) -> dict:
     first = answer(db, fresh=False)
     rewritten = first.plan.rewritten_sql
     checks = {"dpsql": len(first.fetchall()),
-              "sql": len(con.sql(rewritten).fetchall()),
+              "sql": len(con.sql(rewritten, params=testing.params(rewritten)).fetchall()),
               "floor": len(plain.sql(case.floor).fetchall()),
               "plain": len(plain.sql(PLAIN).fetchall())}
     if set(checks.values()) != {GROUPS}:
@@ -191,7 +192,7 @@ def run_case(case: Case, rows: int, repeats: int, threads: int | None) -> dict:
     times = measure({
         "dpsql": lambda: answer(db, fresh=True).arrow(),
         # The same SQL dpsql ran, on the connection that holds its noise UDF: no ledger, no planning.
-        "sql": lambda: con.sql(rewritten).to_arrow_table(),
+        "sql": lambda: con.sql(rewritten, params=testing.params(rewritten)).to_arrow_table(),
         "floor": lambda: plain.sql(case.floor).to_arrow_table(),
         "plain": lambda: plain.sql(PLAIN).to_arrow_table(),
         "plan": lambda: db.explain(QUERY, epsilon=1.0),

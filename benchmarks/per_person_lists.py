@@ -56,8 +56,8 @@ NOISE = re.compile(r"dpsql_identity_[0-9a-f]+")
 
 
 def rewritten(db) -> dict[str, str]:
-    """The SQL of every query, noise off (identity), partitions sampled at random as in production."""
-    return {name: testing.lower(db, sql, noise="identity", sampling="random").rewritten_sql
+    """The SQL of every query, noise off (identity), partitions ranked by the keyed hash as in production."""
+    return {name: testing.lower(db, sql, noise="identity", sampling="keyed").rewritten_sql
             for name, sql in QUERIES.items()}
 
 
@@ -94,7 +94,7 @@ def timed(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[float, float] | Non
     """Wall and process CPU seconds of one run to Arrow; None if DuckDB ran out of memory."""
     wall, cpu = time.perf_counter(), time.process_time()
     try:
-        con.sql(sql).to_arrow_table()
+        con.sql(sql, params=testing.params(sql)).to_arrow_table()
     except duckdb.OutOfMemoryException:
         return None
     return time.perf_counter() - wall, time.process_time() - cpu

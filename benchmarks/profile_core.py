@@ -29,6 +29,7 @@ import duckdb
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_core as bc  # noqa: E402
+from dpsql import testing  # noqa: E402
 
 
 DISABLED = "top_n_window_elimination"   # as dpsql's LOCKDOWN sets it
@@ -122,7 +123,7 @@ def operators(con: duckdb.DuckDBPyConnection, sql: str, top: int = 5) -> list[tu
         path = os.path.join(tmp, "profile.json")
         con.execute("SET enable_profiling = 'json'")
         con.execute(f"SET profiling_output = '{path}'")
-        con.sql(sql).to_arrow_table()
+        con.sql(sql, params=testing.params(sql)).to_arrow_table()
         con.execute("SET enable_profiling = 'no_output'")
         con.execute("RESET profiling_output")
         with open(path) as f:
@@ -156,8 +157,8 @@ def profile(rows: int, repeats: int, threads: int | None = None) -> None:
                 print(f"   {name}: n/a (no longer matches the generated SQL)")
             else:
                 queries[name] = sql
-        times = bc.measure({name: (lambda sql=sql: con.sql(sql).to_arrow_table()) for name, sql in queries.items()},
-                           repeats)
+        times = bc.measure({name: (lambda sql=sql: con.sql(sql, params=testing.params(sql)).to_arrow_table())
+                            for name, sql in queries.items()}, repeats)
         floor = statistics.median(t[0] for t in times["floor"])
         print(f"   {'query':<46} {'wall s':>7} {'cpu s':>7} {'/floor':>7}")
         for name, ts in times.items():

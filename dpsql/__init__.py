@@ -13,7 +13,10 @@ from dpsql.errors import BudgetExceeded, DpsqlError
 from dpsql.plan.model import Plan
 from dpsql.client.remote import Remote, remote
 from dpsql.api.randomize import randomize
+# The function takes the package's name on the face: dpsql.publish(spec, ...) publishes; its modules are
+# imported as ``from dpsql.publish.spec import ...`` (``import dpsql.publish.spec`` would find the function).
+from dpsql.publish.release import publish
 
 __all__ = ["connect", "remote", "randomize", "PrivateConnection", "Remote", "Result", "Plan", "Budget", "DpsqlError",
-           "BudgetExceeded", "Statement", "Answers"]
+           "BudgetExceeded", "Statement", "Answers", "publish"]
 __version__ = "0.1.0"

@@ -230,3 +230,10 @@ class ConsistencyError(DpsqlError):
     malformed table, a cell twice, keys that are not subsets of one table's, an output whose noise
     variance the plan does not give. Released values only: nothing is spent, nothing private shown."""
     code = "DP520"
+
+
+class ReleaseError(DpsqlError):
+    """A release (``dpsql.publish``, ``dpsql publish``) that cannot start as given (DP524-DP528): a spec
+    that cannot be read, a budget or a statistic that is not valid, a split that cannot be made, an
+    output that cannot be written. Raised before anything is charged: nothing is spent."""
+    code = "DP524"

@@ -90,6 +90,13 @@ HINTS = {
     "DP521": "release each group once per table: merge or drop the repeated cell",
     "DP522": "pass tables whose keys are subsets of one table's keys, and that table (the finest) with them",
     "DP523": "pass a COUNT or SUM output, or build the Marginal with its variance yourself",
+    "DP524": "write the release spec as YAML (or a dict) with budget: and statistics: (README, 'Publishing a release')",
+    "DP525": "give the release a budget: {epsilon: E, delta: D} with E > 0 and 0 <= D < 1",
+    "DP526": "give each statistic a name (letters, digits, _ or -) of its own and its sql, and at most one of "
+             "weight (> 0) or epsilon (> 0)",
+    "DP527": "keep the statistics' own epsilons (deltas) within the release's budget, and leave some for the "
+             "weighted ones",
+    "DP528": "write the release to a directory you can write to, as parquet, csv or duckdb",
     # Failures.
     "DP900": "the budget stays spent; the owner's log has the cause",
     "DP901": "the budget stays spent; ask a cheaper query, or for a longer deadline",

@@ -83,6 +83,18 @@ class PrivateConnection:
     def _ledger(self) -> ledgers.Ledger:
         return self._accountant.ledger
 
+    @property
+    def ledger(self) -> ledgers.Ledger:
+        """The owner's ledger (a release reads its charges, their answers and whether a release fits).
+        In-process only: whoever holds this connection holds the data; an analyst's view has none."""
+        return self._accountant.ledger
+
+    @property
+    def data_version(self) -> str:
+        """The version of the data this connection answers from (engines/versions.py), part of every
+        replay key. The owner's: it may hold a digest of the data's files, so never show it as is."""
+        return self._accountant.data_version
+
     def plan(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
              ci: float | None = None, nonnegative: bool = True, mechanism: str | None = None,
              report_clipping: bool = False) -> Plan | PublicPlan | LocalPlan:

@@ -27,7 +27,7 @@ from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.errors import ExecutionError, UnsupportedConstruct
 from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES, VALUE as CORRELATED_VALUE
 from dpsql.limits import Deadline, WorkLimits
-from dpsql.lower.names import choice_function, top_k_function
+from dpsql.lower.names import SALT, choice_function, top_k_function
 from dpsql.lower.rewrite import replayed_sql, rewrite
 from dpsql.mechanisms import randomness
 from dpsql.mechanisms.base import NoiseBuffer, choose_top, noise
@@ -39,6 +39,7 @@ from dpsql.policy.model import TablePolicy
 from dpsql.sql.compare import Form
 
 KEPT_PLANS = 64   # plans whose lowered measurements stage ``measured`` keeps
+SALT_BOUND = 2 ** 62   # a salt is uniform below it: DuckDB's HASH takes it as a BIGINT argument
 
 # The last stage planned again with its earlier stages' released values (api/planner.py ``last_stage``).
 Replan = Callable[[list], Plan]
@@ -71,7 +72,7 @@ class Executor:
         self.noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         self.values_table = f"{CORRELATED_VALUES}_{secrets.token_hex(6)}"   # frontend/correlated.py
         self.measured_table = f"__dpsql_measured_{secrets.token_hex(6)}"   # a run's measurements (``measured``)
-        self._sql: OrderedDict[int, tuple[Plan, str, str]] = OrderedDict()
+        self._sql: OrderedDict[int, tuple[Plan, Plan, str]] = OrderedDict()
         self.owner: object = None   # what lives as long as the engine's functions (api/connection.py)
         engine.register_noise(self.noise_function, self._noise_udf)
         engine.register_choice(choice_function(self.noise_function), self._choice_udf)
@@ -108,8 +109,8 @@ class Executor:
     def bind(self, plan: Plan) -> Bound:
         """Every stage bound before the charge (the last with NULL values; a public last stage with its
         values' table empty), so a binder error spends nothing (DP311)."""
-        query = self.engine.bind(plan.rewritten_sql)
-        earlier = tuple(self.engine.bind(s.plan.rewritten_sql) for s in plan.stages)
+        query = self._bound(plan)
+        earlier = tuple(self._bound(s.plan) for s in plan.stages)
         if plan.then is not None:
             self.engine.bind(plan.then.plan.rewritten_sql)
         return Bound(query, earlier)
@@ -127,6 +128,12 @@ class Executor:
                                            f"the engine on their rows: {failed}", rule="engine_runs",
                                            hint="nothing was spent; check the types of the expressions")
         return bound
+
+    def _bound(self, plan: Plan) -> duckdb.DuckDBPyRelation:
+        """A DP plan's SQL bound, with a fresh salt for its keyed hash if it reads one (lower/bounding.py):
+        drawn from the connection's one random source, never from the query's text."""
+        salt = int(self.source.below(np.array([SALT_BOUND], dtype=np.int64))[0]) if plan.salted else None
+        return self.engine.bind(plan.rewritten_sql, None if salt is None else {SALT: salt})
 
     def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan,
             kept: tuple[pa.Table | None, ...] | None = None) -> pa.Table | tuple[pa.Table, pa.Table | None]:
@@ -150,27 +157,28 @@ class Executor:
         new = tuple(m for m, old in zip(plan.measurements, kept) if old is None)
         released, post = self._lowered(plan, lowering)
         # The types of the measurements' stage: the draw's own when it draws them all (bound, not run).
-        like = self.engine.bind(released) if len(new) < len(kept) else None
+        like = self._bound(released) if len(new) < len(kept) else None
         drawn = None
         if new:
             self._clear()
             alone = measurements.alone(plan, new)
-            draw = self.engine.bind(released if len(new) == len(kept) else rewrite(
-                alone, **{"noise_function": self.noise_function, **lowering, "stage": "released"}).rewritten_sql)
+            draw = self._bound(released if len(new) == len(kept) else rewrite(
+                alone, **{"noise_function": self.noise_function, **lowering, "stage": "released"}))
             like = draw if like is None else like
             drawn = self.engine.run(draw, clock)
         assert like is not None
         with self.engine.rows(_joined(plan, kept, drawn), like, self.measured_table):
-            return self.engine.run(self.engine.bind(post), clock), drawn
+            return self.engine.run(self.engine.bind(post), clock), drawn   # released values only: no salt
 
-    def _lowered(self, plan: Plan, lowering: dict) -> tuple[str, str]:
-        """A plan's measurements stage and its post-processing over ``measured_table`` (lower/rewrite.py),
-        kept for the plans asked last (lowering a plan takes milliseconds; a cached plan is asked again)."""
+    def _lowered(self, plan: Plan, lowering: dict) -> tuple[Plan, str]:
+        """A plan's measurements stage (lowered: its SQL, whether it reads the salt) and its post-processing
+        over ``measured_table`` (lower/rewrite.py), kept for the plans asked last (lowering a plan takes
+        milliseconds; a cached plan is asked again)."""
         found = self._sql.get(id(plan)) if not lowering else None
         if found is not None and found[0] is plan:
             return found[1], found[2]
         released = rewrite(plan, **{"noise_function": self.noise_function, **lowering, "stage": "released"})
-        made = (released.rewritten_sql, replayed_sql(plan, self.measured_table))
+        made = (released, replayed_sql(plan, self.measured_table))
         if not lowering:
             self._sql[id(plan)] = (plan, *made)   # the plan held: its id is not reused while kept
             while len(self._sql) > KEPT_PLANS:
@@ -200,8 +208,8 @@ class Executor:
             values.append(table.column(0)[0].as_py() if table.num_rows == 1 and table.num_columns else None)
         self._clear()
         if any(s.values is not None for s in plan.stages):
-            return self.engine.bind(plan.rewritten_sql)
-        return self.engine.bind(replan(values).rewritten_sql)
+            return self._bound(plan)
+        return self._bound(replan(values))
 
     def _then(self, plan: Plan, released: pa.Table, clock: Deadline) -> pa.Table:
         """The public last stage (plan/model.py PublicStage) run on the released rows: they fill the values'

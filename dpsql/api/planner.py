@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sqlglot.errors
 from typing import Callable
 
 from dpsql.api import auto_bounds, auto_contributions
@@ -19,7 +20,7 @@ from dpsql.api.replay import noisy_values_sql
 from dpsql.api.result import Result
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.engines.duckdb_names import expression_name
-from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, NeedsBounds, UnsupportedConstruct
+from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, NeedsBounds, SqlSyntaxError, UnsupportedConstruct
 from dpsql.frontend import size
 from dpsql.frontend.arg_max import arg_max, named_lookup
 from dpsql.frontend.flatten import flatten
@@ -226,6 +227,9 @@ class Planner:
             return rewrite(plan, noise_function or self.noise_function, **lowering)
         except RecursionError:
             raise UnsupportedConstruct("DP102", "the query is nested too deeply") from None
+        except sqlglot.errors.ParseError:   # a node sqlglot parsed and cannot write (frontend/parse.py)
+            raise SqlSyntaxError("DP100", "syntax error: sqlglot cannot write a part of the query again", sql=sql,
+                                 hint="check each function call has its arguments") from None
 
     def _staged(self, staged: Stages, sql: str, epsilon: float | None, delta: float | None, plan_stage,
                 report_clipping: bool = False) -> Plan:

@@ -32,6 +32,7 @@ from dpsql.cli import analysts as analysts_cli
 from dpsql.cli import demo as demo_module
 from dpsql.cli import ledger as ledger_cli
 from dpsql.cli import policy_cmd
+from dpsql.cli import publish_cmd
 from dpsql.cli.randomize import randomize
 from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
 from dpsql.cli import config
@@ -46,6 +47,9 @@ from dpsql.plan.model import Plan
 from dpsql.plan.local import LocalPlan
 from dpsql.plan.public import PublicPlan
 from dpsql.policy.loading import load_policy
+from dpsql.publish.files import FORMATS as RELEASE_FORMATS
+from dpsql.publish.preview import describe
+from dpsql.publish.spec import load_spec
 
 EXPLAIN_LEDGER_WAIT = 1.0   # seconds explain waits for a locked ledger before saying it could not read it
 
@@ -425,6 +429,55 @@ def demo(directory, rows, serve_it):
     if serve_it:
         serve_demo(directory)
 
+
+@main.command()
+@click.argument("spec", metavar="release.yaml")
+@click.option("--db", "db_path", default=None, metavar="FILE.duckdb", type=SetupFile("database"),
+              help="DuckDB database file, opened read-only (default as for query: $DPSQL_DB, or a dpsql.toml).")
+@click.option("--policy", "policy_path", default=None, metavar="policy.yaml", type=SetupFile("policy"),
+              help="Privacy policy (YAML) written by the data owner (default as for query).")
+@click.option("--ledger", "ledger", default=None, metavar="FILE",
+              help="Budget ledger file (default as for query: FILE.duckdb.dpsql-ledger.sqlite beside --db).")
+@click.option("-o", "--output", "out", default=None, metavar="DIR", type=click.Path(file_okay=False),
+              help="The release's directory: NAME.parquet (or .csv, or release.duckdb) per statistic, "
+                   "manifest.json, report.html and report.md. Required unless --dry-run.")
+@click.option("--format", "fmt", type=click.Choice(RELEASE_FORMATS), default="parquet", show_default=True,
+              help="One file per statistic (parquet, csv), or one table per statistic in release.duckdb.")
+@click.option("--dry-run", is_flag=True, default=False,
+              help="Print each statistic's cost and expected errors, what would replay free and whether the "
+                   "release fits; spends and writes nothing.")
+@click.option("--quiet", "-q", is_flag=True, default=False,
+              help="No progress and no summary (for cron): errors on stderr and the exit code only.")
+def publish(spec, db_path, policy_path, ledger, out, fmt, dry_run, quiet):
+    """Publish a release: many named statistics under one budget, reserved at once, written to -o DIR.
+
+    release.yaml holds budget: {epsilon, delta} and statistics: a list of {name, sql} with an optional
+    weight or epsilon (README, "Publishing a release"). Re-running a finished release writes the same files
+    again at no cost; re-running one that stopped half-way resumes it. Exit codes: 0 published (a dry
+    run: it fits), 2 refused or over budget (nothing spent), 3 set-up error (spec, policy, database,
+    ledger), 4 incomplete (a statistic failed after its charge; re-run to resume), 1 other.
+
+    \b
+    Example:
+        dpsql publish release.yaml --db people.duckdb --policy policy.yaml --dry-run
+        dpsql publish release.yaml --db people.duckdb --policy policy.yaml -o release/ --quiet
+    """
+    if out is None and not dry_run:
+        raise click.UsageError("pass -o DIR, the release's directory (or --dry-run)")
+    with reporting_errors(show_details=True):
+        count = len(load_spec(spec).statistics)
+    found = _setup({"db_path": db_path, "policy_path": policy_path, "ledger": ledger})
+    with publish_cmd.progress(count, quiet) as step:
+        db = _connect(found["db_path"], found["policy_path"], ledger=found["ledger"])
+        with reporting_errors(show_details=True):
+            release = dpsql.publish(spec, db, out or ".", format=fmt, dry_run=dry_run, progress=step)
+    if dry_run:
+        click.echo(describe(release.preview), nl=False)
+    elif not quiet:
+        click.echo(publish_cmd.summary(release), nl=False)
+    for name, err in release.failed.items() if quiet else ():
+        click.echo(f"failed after its charge (spent): {name}: {err.code}", err=True)
+    raise SystemExit(publish_cmd.exit_code(release))
 
 
 main.add_command(serve)

@@ -66,8 +66,9 @@ class Engine(Protocol):
         query's lookup compares them) are unique together in it (read every time, never kept)."""
         ...
 
-    def bind(self, sql: str) -> Any:
-        """The bound query, ready to run (raises DP311 when it does not bind)."""
+    def bind(self, sql: str, params: dict | None = None) -> Any:
+        """The bound query, its named parameters given ``params``, ready to run (raises DP311 when it
+        does not bind)."""
         ...
 
     def run(self, bound: Any, deadline: Deadline = ..., max_rows: int | None = None) -> pa.Table:

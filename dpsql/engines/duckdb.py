@@ -345,13 +345,14 @@ class DuckDBEngine:
         self.con.create_function(name, udf, [listed, listed, BIGINT, BIGINT, BIGINT], listed, type="arrow",
                                  side_effects=True)
 
-    def bind(self, sql: str) -> duckdb.DuckDBPyRelation:
-        """Parse and bind before anything is spent. Parser and binder errors (a type mismatch, an
-        expression too deep) depend only on the SQL and the schema, never on the rows, so their
-        message is safe to show, and the query is refused for free."""
+    def bind(self, sql: str, params: dict | None = None) -> duckdb.DuckDBPyRelation:
+        """Parse and bind before anything is spent (``params``: the values of the SQL's named parameters,
+        dpsql's own). Parser and binder errors (a type mismatch, an expression too deep) depend only on
+        the SQL and the schema, never on the rows, so their message is safe to show, and the query is
+        refused for free."""
         try:
             with self.run_lock:
-                return self.con.sql(sql)
+                return self.con.sql(sql, params=params)
         except duckdb.Error as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise UnsupportedConstruct("DP311", f"DuckDB cannot run this query: {first}", rule="engine_binds",

@@ -53,7 +53,23 @@ def parse(sql: str) -> exp.Expression:
                                    sql=sql, start=start, end=end)
         err.rule = "one_statement"
         raise err
-    return column_lists(unqualified_tables(statements[0]), sql)
+    return column_lists(unqualified_tables(_printable(statements[0], sql)), sql)
+
+
+def _printable(statement: exp.Expression, sql: str) -> exp.Expression:
+    """The statement, unless it calls a function without arguments that sqlglot cannot write again
+    (``DATE()``: its parser accepts what its writer cannot print, which would fail deep in planning):
+    DP100 at that call. Only such calls are tried (writing the whole statement would cost more than
+    parsing it); api/planner.py refuses whatever else fails to write, without a position."""
+    for node in statement.find_all(exp.Func):
+        if not any(node.args.values()):
+            try:
+                node.sql(dialect="duckdb")
+            except (ParseError, AttributeError, TypeError, ValueError, IndexError, KeyError, AssertionError):
+                start, end = span(node, sql)
+                raise SqlSyntaxError("DP100", f"syntax error: {node.sql_name()}() needs arguments", sql=sql,
+                                     start=start, end=end) from None
+    return statement
 
 
 def unqualified_tables(statement: exp.Expression) -> exp.Expression:

@@ -10,7 +10,7 @@ from dpsql.plan.parts import Measurement
 from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.sql.types import type_bounds
 from dpsql.sql.build import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, select
-from dpsql.lower.names import columns, key_names, raw_column, value_column
+from dpsql.lower.names import SALT, columns, key_names, raw_column, value_column
 from dpsql.lower.keys import declared, in_domain, join_key_tables, key_filter
 from dpsql.lower.guard import condition, decimal_total, safe, user_where
 from dpsql.sql.guard import quoted
@@ -161,19 +161,22 @@ def needs_partition_sampling(plan: Plan) -> bool:
 def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp.Select]]:
     """__units and __bounded: contribution bounding per unit, C within and L across partitions.
 
-    ``sampling="hash"`` (trusted test seam only) ranks a unit's partitions by a hash of (unit, key)
-    instead of random(): the bound holds for any choice, and a fixed rule couples neighbours.
+    A unit's partitions are ranked by a keyed hash of (unit, key, salt), the salt a query parameter
+    (``names.SALT``) the executor binds fresh from the OS CSPRNG on every run: the L bound holds for any
+    choice that reads the unit's own rows only (a hash of its own unit and keys does), the ranks are a
+    function of the row, not a volatile draw (stable if the engine recomputes or retries a part of the
+    plan, and the same in every CTE that reads them), and a fresh salt keeps which partitions a unit
+    loses independent across queries. ``sampling="hash"`` (trusted test seam only) drops the salt: a
+    fixed rule that couples neighbours.
     """
     keys = [col(k) for k in key_names(plan)]
     projections = [col("__unit"), *keys] + [alias(unit_aggregate(plan, m), value_column(m)) for m in unit_states(plan)]
     sampled = needs_partition_sampling(plan)
     domain = in_domain(plan) if sampled else None
     if sampled:
-        # Materialise the random key first: DuckDB refuses volatile expressions in a window's ORDER BY.
-        if sampling == "hash":
-            rank_key = exp.Mod(this=fn("HASH", col("__unit"), *[k.copy() for k in keys]), expression=num(RANKS))
-        else:
-            rank_key = cast(exp.Mul(this=fn("RANDOM"), expression=num(RANKS)), "BIGINT")
+        # The rank key is an aggregate's output column: a window's ORDER BY reads it, not the hash.
+        salt = [exp.Placeholder(this=SALT)] if sampling == "keyed" else []
+        rank_key = exp.Mod(this=fn("HASH", col("__unit"), *[k.copy() for k in keys], *salt), expression=num(RANKS))
         if domain is not None:
             # Undeclared partitions (keys.partition_keys) rank after every declared one: one integer
             # sort key, and __bounded's filter an integer comparison that DuckDB cannot push back

@@ -40,6 +40,10 @@ def choice_function(noise_function: str) -> str:
 
 # The clipping report's columns, after the outputs in the released table (plan/clipping.py): the noisy
 # counts of cut people and of people, which api/result.py takes off into Result.clipping.
+# The query parameter holding a run's salt for the keyed hash that ranks a unit's partitions (lower/
+# bounding.py): bound by the executor with a fresh value from the OS CSPRNG each time it binds a plan.
+SALT = "__dpsql_salt"
+
 CLIPPING_COLUMNS = ("__dpsql_clipped", "__dpsql_people")
 
 

@@ -5,7 +5,7 @@ level skips ``__units``/``__bounded``)::
 
     bounding.py  __rows     filtered rows of the private table, values clamped and quantised to an integer grid
                  __units    one row per (unit, partition): counts capped at C, sums capped at C rows' worth
-                 __bounded  at most L random partitions per unit (__cut first with private keys)
+                 __bounded  at most L partitions per unit, by a salted hash (__cut first with private keys)
                  __agg      exact integer aggregates per partition
     distinct.py  __m<i>_values, __m<i>_agg   COUNT(DISTINCT col): C values per unit and kept partition
     noise.py     __noisy    every public key combination LEFT JOIN __agg, noise UDF once per group
@@ -33,7 +33,7 @@ import dataclasses
 from sqlglot import exp
 
 from dpsql.lower import distinct, histogram, quantile, top_k
-from dpsql.lower.names import choice_function, clipping_columns
+from dpsql.lower.names import SALT, choice_function, clipping_columns
 from dpsql.plan.model import Plan
 from dpsql.sql.build import DIALECT, alias, col, ident, join, num, table
 from dpsql.sql.compare import compare
@@ -90,16 +90,16 @@ def replayed_sql(plan: Plan, source: str) -> str:
     return query.sql(dialect=DIALECT, copy=False)
 
 
-def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage: str = "output") -> Plan:
+def rewrite(plan: Plan, noise_function: str, *, sampling: str = "keyed", stage: str = "output") -> Plan:
     """Return the plan with ``rewritten_sql`` set: the whole DP query as one DuckDB SELECT.
 
-    ``sampling`` and ``stage`` are for the trusted test seam (dpsql.testing) only: a hash instead of
-    random() for the choice of L partitions, and the measurements (``stage="measurements"``) instead
+    ``sampling`` and ``stage`` are for the trusted test seam (dpsql.testing) only: a hash without the
+    run's salt for the choice of L partitions, and the measurements (``stage="measurements"``) instead
     of the released outputs. ``stage="released"`` (api/executor.py, a plan of scalar measurements
     only): the measurements of the groups released, the rows the ledger keeps for replay, which
     ``replayed_sql`` turns into the outputs.
     """
-    if sampling not in ("random", "hash") or stage not in STAGES:
+    if sampling not in ("keyed", "hash") or stage not in STAGES:
         raise ValueError(f"unknown sampling {sampling!r} or stage {stage!r}")
     ctes: list[tuple[str, exp.Select]] = [("__rows", rows_cte(plan))]
     source = "__rows"
@@ -110,9 +110,9 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
     materialized = {"__noisy", "__top"}   # one draw of the noise, one call of the top-k choice
     bounded = source if source == "__bounded" else None
     if (trees or rules or distinct.measurements(plan)) and bounded:
-        materialized.add(bounded)   # __agg, the trees and the distinct values see one random choice of partitions
+        materialized.add(bounded)   # __agg, the trees and the distinct values read one bounding, computed once
     if bounded and cuts_ranks_first(plan):
-        materialized.add("__units")   # __cut and __bounded read one draw of its random ranks
+        materialized.add("__units")   # __cut and __bounded read it: aggregated once
     for m in distinct.measurements(plan):
         ctes += distinct.distinct_ctes(plan, m, bounded)
     if scalar_totals(plan):
@@ -137,6 +137,7 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "random", stage:
     if plan.lookup is not None and stage == "output":
         query = looked_up(plan, query)
     # Compact and without sqlglot's defensive copy: this runs on every query; explain pretty-prints.
-    return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, copy=False))
+    salted = any(p.name == SALT for p in query.find_all(exp.Placeholder))
+    return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, copy=False), salted=salted)
 
 

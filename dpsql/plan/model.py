@@ -61,6 +61,7 @@ class Plan:
                                            # public tables and its released values only (answered exactly)
     clipping: ClippingReport | None = None  # the clipping report's measurements (plan/clipping.py)
     rewritten_sql: str = field(default="", compare=False)
+    salted: bool = field(default=False, compare=False)   # rewritten_sql reads the run's salt (lower/names.py SALT)
     budget_note: BudgetNote | None = field(default=None, compare=False)   # explain's: the remaining budget
 
     @property

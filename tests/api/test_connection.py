@@ -206,9 +206,10 @@ def test_user_level_contribution_is_bounded(raw, policy):
     db = dpsql.connect(raw, ledger=":memory:", policy=policy)
     plan = db.explain("SELECT clinic, COUNT(*) FROM visits GROUP BY clinic")
     assert plan.measurements[0].sensitivity.l1 == 6
-    before = sum(n for _, n in raw.execute(_without_noise(plan, db)).fetchall())
+    sql = _without_noise(plan, db)
+    before = sum(n for _, n in raw.execute(sql, testing.params(sql)).fetchall())
     raw.execute("INSERT INTO visits SELECT 424242, ['a','b','c'][1 + range % 3], 1.0, 10000 + range FROM range(3000)")
-    after = sum(n for _, n in raw.execute(_without_noise(plan, db)).fetchall())
+    after = sum(n for _, n in raw.execute(sql, testing.params(sql)).fetchall())
     assert 0 < after - before <= 6
 
 

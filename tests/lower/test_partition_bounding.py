@@ -32,7 +32,7 @@ def connect(L: int) -> dpsql.PrivateConnection:
     return dpsql.connect(database(), policy=policy, ledger=":memory:")
 
 
-@pytest.mark.parametrize("sampling", ["hash", "random"])
+@pytest.mark.parametrize("sampling", ["hash", "keyed"])
 def test_undeclared_partitions_never_take_a_persons_place(sampling):
     db = connect(L=1)   # 3 declared keys > L: a choice is made per person
     for _ in range(3):
@@ -78,3 +78,39 @@ def test_a_quantile_tree_never_counts_an_undeclared_partition():
     assert sql_tree.has(rows, exp.In) and "A" in sql_tree.string_literals(rows)
     released = testing.run(connect(L=3), "SELECT k, COUNT(*) AS n, MEDIAN(v) FROM events GROUP BY k").rows
     assert sorted(r[:2] for r in released) == [("A", UNITS), ("B", 0), ("C", 0)]
+
+
+def test_the_keyed_hash_takes_a_fresh_salt_from_the_connections_source_on_every_run(monkeypatch):
+    """A unit's partitions are ranked by HASH(unit, key, salt) (lower/bounding.py); the salt is a query
+    parameter the executor binds fresh on every run, drawn from the connection's one random source (a
+    seeded one here, through the trusted API), never written in the SQL; a plan without a choice of
+    partitions (row level, or at most L keys) binds none."""
+    import numpy as np
+    from dpsql.lower.names import SALT
+    policy = {"version": 1, "budget": {"epsilon": 1e9, "delta": 1e-6},
+              "tables": {"events": {"privacy_unit": "pid", "max_groups_per_unit": 1, "max_rows_per_unit": 5,
+                                    "columns": {"pid": {"identifier": True}, "k": {"keys": ["A", "B", "C"]}}}}}
+    db = dpsql.connect(database(), policy=policy, ledger=":memory:", rng=np.random.default_rng(7))
+    engine = testing.executor(db).engine
+    bound = []
+    real = engine.bind
+    monkeypatch.setattr(engine, "bind", lambda sql, params=None: bound.append(params) or real(sql, params))
+    sql = "SELECT k, COUNT(*) AS n FROM events GROUP BY k"
+    plan = db.explain(sql)
+    assert plan.salted and list(sql_tree.tree(plan).find_all(exp.Placeholder)) == [exp.Placeholder(this=SALT)]
+    for _ in range(3):
+        db.sql(sql, epsilon=1.0, fresh=True)
+    # Each query binds twice with a salt (the check before the charge, then the measurements' draw,
+    # api/executor.py measured) and its outputs, over released values, without one.
+    salts = [p[SALT] for p in bound if p is not None]
+    assert len(salts) == 6 and len(set(salts)) == 6 and all(0 <= s < 2 ** 62 for s in salts)
+    again = dpsql.connect(database(), policy=policy, ledger=":memory:", rng=np.random.default_rng(7))
+    other = testing.executor(again).engine
+    real_other = other.bind
+    monkeypatch.setattr(other, "bind", lambda sql, params=None: bound.append(params) or real_other(sql, params))
+    mark = len(bound)
+    again.sql(sql, epsilon=1.0)
+    assert bound[mark][SALT] == salts[0], "the seeded source gives the same first salt: it is the one drawn from"
+    bound.clear()
+    db.sql("SELECT COUNT(*) AS n FROM events", epsilon=1.0)   # one partition <= L: no choice to make
+    assert bound and all(p is None for p in bound) and not db.explain("SELECT COUNT(*) AS n FROM events").salted

@@ -1,6 +1,4 @@
 """The policy: loaded from YAML or a dict, validated whole, errors name the bad entry's path."""
-import copy
-
 import duckdb
 import pytest
 import yaml
@@ -10,24 +8,13 @@ from dpsql import testing
 from dpsql.errors import PolicyError
 from dpsql.policy import load_policy
 from dpsql.engines.duckdb_schema import bind_schema
+from tests.support.checks import DELETE, edited
 from tests.support.fixture import POLICY, make_database
 
 
 def broken(path, value):
     """POLICY with the entry at a dotted path replaced (or deleted when value is DELETE)."""
-    policy = copy.deepcopy(POLICY)
-    *parents, last = path.split(".")
-    node = policy
-    for p in parents:
-        node = node[p]
-    if value is DELETE:
-        del node[last]
-    else:
-        node[last] = value
-    return policy
-
-
-DELETE = object()
+    return edited(POLICY, path, value)
 
 
 def test_loads_yaml_and_dict_identically(tmp_path):

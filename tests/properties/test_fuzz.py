@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import dpsql
+from dpsql.plan.public import PublicPlan
 from tests.support.checks import examples
 from tests.support.fixture import POLICY, make_database
 from tests.support.queries.grammar import grammar_queries
@@ -359,6 +360,12 @@ def check_query(target: FuzzTarget, sql: str, kwargs: dict | None = None) -> str
     after = _spent(db.budget)
     if not isinstance(result, dpsql.Result):
         raise FuzzFailure(("property", "not a Result"), f"db.sql returned {type(result).__name__}; {where}")
+    if isinstance(result.plan, PublicPlan):   # public tables only (frontend/public.py): exact, free
+        private = [t for t in result.plan.tables if not FUZZ_POLICY["tables"].get(t, {}).get("public")]
+        if private or after[:2] != before[:2]:
+            raise FuzzFailure(("property", "exact answer over private data"),
+                              f"answered exactly while reading {private} (spent {before} -> {after}); {where}")
+        return "answered"
     noisy = _noised(result.plan, where)
     # Every measurement having sensitivity 0 (SUM(0), SUM(age * 0)) is allowed: such an answer is a
     # constant that no row can move, so releasing it exactly is 0-DP (decided by the lead).

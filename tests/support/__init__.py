@@ -16,5 +16,6 @@ more than one file (or by tools/ and benchmarks/, for the fixture).
 - ``tpch``: TPC-H's shape in miniature (customer, orders, lineitem, nation) for the join tests, and
   ``whole``: every TPC-H table under benchmarks/tpch/policy.yaml, a few synthetic rows each.
 - ``server``: a real dpsql server on the loopback address, in a thread or a process.
+- ``cli``: the CLI tests' policy and table of people (also a release's, tests/publish/).
 - ``benchmarks``: a benchmark harness of benchmarks/ loaded as a module.
 """

@@ -1,7 +1,9 @@
 """Helpers every kind of test uses: a property test's example count, hypothesis's settings for the
-property tests over whole queries, and the refusal a query raises."""
+property tests over whole queries, the refusal a query raises, and a document with one entry changed
+(a broken policy or release spec)."""
 from __future__ import annotations
 
+import copy
 import os
 
 import pytest
@@ -41,3 +43,22 @@ def within_sensitivity(sensitivity, moves) -> str | None:
               (sum(moved), sensitivity.l1, "L1"), (sum(x * x for x in moved), sensitivity.l2_squared, "L2^2")]
     broken = [f"{name} {value} > {bound}" for value, bound, name in checks if value > bound]
     return "; ".join(broken) or None
+
+
+DELETE = object()   # ``edited``'s value that removes the entry
+
+
+def edited(doc: dict, path: str, value) -> dict:
+    """A copy of ``doc`` with the entry at the dotted ``path`` (a number indexes a list) set to ``value``,
+    or removed when it is ``DELETE``."""
+    changed = copy.deepcopy(doc)
+    *parents, last = path.split(".")
+    node = changed
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node[part]
+    key = int(last) if last.isdigit() else last
+    if value is DELETE:
+        del node[key]
+    else:
+        node[key] = value
+    return changed

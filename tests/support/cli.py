@@ -1,5 +1,7 @@
-"""The CLI tests' policy over a small table of people (user level), and a query on it; tests/cli/conftest.py
-writes both to files (the ``files`` fixture)."""
+"""The CLI tests' policy over a small table of people (user level), its table (``people_database``) and a
+query on it; tests/cli/conftest.py writes them to files (the ``files`` fixture), and so does
+tests/publish/conftest.py (a release's database)."""
+import duckdb
 
 POLICY = {
     "version": 1,
@@ -23,3 +25,19 @@ POLICY = {
 }
 
 COUNT_BY_SEX = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
+
+
+def people_database(path) -> None:
+    """500 people (the CLI tests' table) in a new DuckDB file at ``path``."""
+    con = duckdb.connect(str(path))
+    con.execute("""
+        CREATE TABLE people AS
+        SELECT i AS person_id,
+               printf('%03d-%02d-%04d', i % 997, i % 89, i) AS ssn,
+               (i * 7) % 90 AS age,
+               CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END AS sex,
+               CAST((i * 1013) % 120000 AS DOUBLE) AS income,
+               printf('%05d', 10000 + i % 13) AS zip
+        FROM range(1, 501) t(i)
+    """)
+    con.close()
