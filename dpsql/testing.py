@@ -39,6 +39,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from dpsql.accounting import measurements
 from dpsql.accounting.ledger import Ledger
 from dpsql.api.accountant import Accountant
 from dpsql.api.connection import PrivateConnection
@@ -48,6 +49,7 @@ from dpsql.api.plan_cache import PlanCache
 from dpsql.engines import duckdb_schema
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.lower import shared
+from dpsql.limits import NO_DEADLINE
 from dpsql.lower.names import SALT, choice_function, top_k_function
 from dpsql.mechanisms.quantile_rules import noiseless
 from dpsql.mechanisms.randomness import RandomSource
@@ -178,6 +180,17 @@ def run_shared(db: PrivateConnection, sqls: list[str], epsilon: float | None = N
         raise ValueError("these statements do not share one query (lower/shared.py groups)")
     built = shared.combined(plans, _function(db, noise), sampling=sampling)   # type: ignore[arg-type]
     return shared.split(built, fetch(db, bind(db, built.sql)))
+
+
+def measured(db: PrivateConnection, plan: Plan, noise: str = "identity", sampling: str = "hash") -> pa.Table | None:
+    """The answer of a lowered plan as ``db.sql`` computes it when its measurements are kept by identity
+    (api/executor.py ``measured``: the measurements drawn, then the outputs from them), with the noiseless
+    ``noise`` function; None for a plan that runs as one query. Engine errors propagate."""
+    if not isinstance(plan, Plan) or not measurements.replayable(plan):
+        return None
+    fresh = (None,) * len(plan.measurements)
+    return executor(db).measured(plan, fresh, NO_DEADLINE, noise_function=_function(db, noise), sampling=sampling)[0]
+
 
 # --- trusted accessors: in-process only, never behind a server ---------------------------------------
 

@@ -13,7 +13,8 @@ Storage only: the SQL text and plan summary arrive as strings and are kept as gi
 ``RECORDED_CHARS`` characters each (``recorded``): a record's size is bounded whatever the query, so
 free queries (public tables only, recorded at epsilon 0) cannot grow the file without bound. Where the file
 lives and how it fails closed: ``accounting/store.py``; replay keys and data versions:
-``api/replay.py`` and ``engines/versions.py``; analysts: ``accounting/analysts.py``; which policy changes keep the history:
+``api/replay.py`` and ``engines/versions.py``; released measurements kept by identity, replayed free:
+``accounting/released.py`` (``Request.measured``); analysts: ``accounting/analysts.py``; which policy changes keep the history:
 ``accounting/policies.py``.
 
 >>> from dpsql.policy import load_policy
@@ -30,6 +31,7 @@ dpsql.errors.BudgetExceeded: error[DP402]: privacy budget exceeded: requested ep
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import math
@@ -44,13 +46,14 @@ from typing import Callable, Iterable, Sequence, TypeVar
 import pyarrow as pa
 
 from dpsql.accounting import analysts as people
-from dpsql.accounting import policies
+from dpsql.accounting import policies, released
 from dpsql.accounting.analysts import Analyst
 from dpsql.accounting import history
 from dpsql.accounting.accountants import ACCOUNTANTS, Accountant
 from dpsql.accounting.budget import Budget, Charge, Cost
 from dpsql.accounting.composition import Charged
 from dpsql.accounting.identity import policy_document
+from dpsql.accounting.released import Measured
 from dpsql.accounting.store import MEMORY, LedgerError, Store, default_ledger_path, encode_answer, now
 from dpsql.errors import AuthError, BudgetExceeded, InternalError
 from dpsql.policy.model import Policy
@@ -77,13 +80,22 @@ def recorded(text: str, limit: int = RECORDED_CHARS) -> str:
 
 @dataclass(frozen=True)
 class Ticket:
-    """What ``reserve`` hands back: a new charge to run, or an earlier answer to replay at no cost."""
+    """What ``reserve`` hands back: a new charge to run, or an earlier answer to replay at no cost. A charge
+    of measurements (``Request.measured``) has their ``identities`` and the ``kept`` values it replays
+    (None: drawn by this charge; accounting/released.py)."""
     id: int
     answer: pa.Table | None = None
+    identities: tuple[str, ...] = ()
+    kept: tuple[pa.Table | None, ...] = ()
 
     @property
     def replayed(self) -> bool:
         return self.answer is not None
+
+    @property
+    def free(self) -> bool:
+        """An earlier answer, or a charge of measurements that were all released before (charged 0)."""
+        return self.replayed or (bool(self.kept) and all(t is not None for t in self.kept))
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,7 @@ class Request:
     data_version: str | None = None
     fresh: bool = False
     releases: Iterable | None = None
+    measured: Measured | None = None   # its measurements by identity: those released before replay free
 
 
 class Ledger:
@@ -165,20 +178,20 @@ class Ledger:
         history composed with all of them: a composition only grows as charges join it, so if all fit,
         every prefix fits) and inserted as one row each, committed at once. A refusal (BudgetExceeded,
         AuthError, LedgerError) writes nothing, not even a replay's count. Tickets in the requests' order."""
-        charges = [Charged(r.cost.epsilon, r.cost.delta, None if r.releases is None else tuple(r.releases))
-                   for r in requests]
+        charges = [_charged(r) for r in requests]
         with self._lock, self._store.errors("charge"):
             db = self._store.ensure()
             self._catch_up(db, charges)
             with self._store.transaction(db):
                 own = None if analyst is None else self._can_spend(db, analyst)
                 tickets: list[Ticket | None] = [self._replayed(db, r, analyst) for r in requests]
-                new = [(r, c) for r, c, t in zip(requests, charges, tickets) if t is None]
+                priced = [(r, None) if t is not None else self._priced(db, r, analyst) for r, t in zip(requests, tickets)]
+                new = [(r, _charged(r), f) for (r, f), t in zip(priced, tickets) if t is None]
                 if not new:
                     return [t for t in tickets if t is not None]
                 total, name = self._store.in_force(db)
                 accountant = self._accountant(name)
-                charged = [c for _, c in new]
+                charged = [c for _, c, _ in new]
                 mine = None if own is None else self._fits(
                     db, accountant, charged, own, analyst, budget=f"analyst {analyst!r}",
                     hint="nothing was spent; ask for less, repeat an identical earlier query (free), "
@@ -186,7 +199,7 @@ class Ledger:
                 after = self._fits(db, accountant, charged, total, None,
                                    budget=None if analyst is None else "the total (shared by every analyst)",
                                    hidden=analyst is not None)
-                made = iter([self._insert(db, r, c, accountant.name, analyst) for r, c in new])
+                made = iter([self._insert(db, r, c, accountant.name, analyst, f) for r, c, f in new])
                 done = [t if t is not None else next(made) for t in tickets]
             # Committed: what the checks composed is the kept history now (it was read up to these ids).
             self._kept.advance(max(t.id for t in done if not t.replayed), after, analyst, mine, len(new))
@@ -205,9 +218,21 @@ class Ledger:
         db.execute("UPDATE charges SET replays = replays + 1 WHERE id = ?", [row[0]])
         return Ticket(row[0], answer)
 
+    def _priced(self, db: sqlite3.Connection, request: Request, analyst: str | None):
+        """A request of measurements at what it costs now (accounting/released.py ``find``): those the
+        analyst has released replay free; with what it replays. Others as they are."""
+        if request.measured is None:
+            return request, None
+        if request.fresh:
+            return request, released.Found((None,) * len(request.measured.identities), request.cost, request.releases)
+        found = released.find(db, request.measured, analyst, self._store.decode_answer, request.cost,
+                              request.releases)
+        return dataclasses.replace(request, cost=found.cost, releases=found.releases,
+                                   plan=request.plan + found.note), found
+
     @staticmethod
     def _insert(db: sqlite3.Connection, request: Request, charge: Charged, composition: str,
-                analyst: str | None) -> Ticket:
+                analyst: str | None, found: released.Found | None = None) -> Ticket:
         cursor = db.execute(
             "INSERT INTO charges (time, sql, plan, epsilon, delta, composition, status, replay_key, "
             "data_version, analyst, releases) VALUES (?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
@@ -215,16 +240,20 @@ class Ledger:
              str(request.cost.delta), composition, request.replay_key, request.data_version, analyst,
              history.encode(charge.releases)])
         assert cursor.lastrowid is not None
-        return Ticket(cursor.lastrowid)
+        if found is None or request.measured is None:
+            return Ticket(cursor.lastrowid)
+        return Ticket(cursor.lastrowid, identities=request.measured.identities, kept=found.kept)
 
-    def release(self, ticket: Ticket, answer: pa.Table | None) -> None:
+    def release(self, ticket: Ticket, answer: pa.Table | None,
+                measurements: Sequence[tuple[str, pa.Table]] = ()) -> None:
         """Mark a charge released and keep its answer for replay (None: keep none; a query over public
-        tables only, charged nothing, has nothing to replay).
+        tables only, charged nothing, has nothing to replay), with the ``measurements`` it drew
+        ((identity, table) pairs: accounting/released.py), in one transaction.
 
         The spend is already on disk, so if this bookkeeping fails the answer is still released
         (with a warning): the charge stays ``reserved``, which counts as spent; only replay is lost.
         """
-        self._finish(ticket, "released", None if answer is None else encode_answer(answer))
+        self._finish(ticket, "released", None if answer is None else encode_answer(answer), measurements)
 
     def fail(self, ticket: Ticket) -> None:
         """Mark a charge failed (it stays spent). If that fails too, it stays ``reserved``: spent."""
@@ -267,6 +296,13 @@ class Ledger:
             fits = not revoked and accountant.fits(accountant.compose(state, [charge]), total)
             return self._figures(db, total, accountant, analyst, (), self._count(db, mine, args)), fits
         return self._snapshot(analyst, read)
+
+    def held(self, identities: Sequence[str], analyst: str | None = None) -> tuple[bool, ...]:
+        """Whether the analyst has each measurement released (accounting/released.py): what a query of
+        them would replay free. Reads only (explain)."""
+        with self._lock, self._store.errors("read"):
+            db = self._store.existing()
+            return (False,) * len(identities) if db is None else released.held(db, identities, analyst)
 
     @staticmethod
     def _count(db, mine: str, args: list) -> int:
@@ -433,12 +469,18 @@ class Ledger:
                             delta=float(history.amount(r[5], corrupt)), status=r[6], replays=r[7], composition=r[8],
                             analyst=r[9]) for r in rows)
 
-    def _finish(self, ticket: Ticket, status: str, answer: bytes | None) -> None:
+    def _finish(self, ticket: Ticket, status: str, answer: bytes | None,
+                measurements: Sequence[tuple[str, pa.Table]] = ()) -> None:
         try:
             with self._lock, self._store.errors("record the outcome in", f"charge {ticket.id} stays spent"):
-                self._store.ensure().execute(
-                    "UPDATE charges SET status = ?, answer = ?, released_at = ? WHERE id = ? AND status = 'reserved'",
-                    [status, answer, now(), ticket.id])
+                db = self._store.ensure()
+                with self._store.transaction(db):   # the status and the kept measurements together, or neither
+                    done = db.execute(
+                        "UPDATE charges SET status = ?, answer = ?, released_at = ? WHERE id = ? AND "
+                        "status = 'reserved'", [status, answer, now(), ticket.id]).rowcount
+                    if done and measurements:
+                        analyst = db.execute("SELECT analyst FROM charges WHERE id = ?", [ticket.id]).fetchone()[0]
+                        released.keep(db, ticket.id, analyst, measurements)
         except LedgerError as err:
             warnings.warn(f"{err.message} (recorded as reserved: it counts as spent)", RuntimeWarning,
                           stacklevel=3)
@@ -492,6 +534,10 @@ class Ledger:
             requested, (Decimal(repr(left)), total.delta), budget=budget, hint=hint,
             composed=f"under {accountant.name} accounting the history with it would be epsilon={would:g} at "
                      f"delta={total.delta:g}, more than {total.epsilon:g}")
+
+
+def _charged(request: Request) -> Charged:
+    return Charged(request.cost.epsilon, request.cost.delta, None if request.releases is None else tuple(request.releases))
 
 
 def _summed(amounts: list[Decimal]) -> Decimal:

@@ -6,7 +6,10 @@ without changing a recorded row: ``charges.analyst`` (NULL: the owner), the anal
 total budget) and a record of upgrades. Format 3 adds ``charges.releases`` (what each charge released,
 in its mechanisms' own terms: mechanisms/releases.py, as JSON; NULL for a charge made before, which an
 accountant composes as its recorded (epsilon, delta)) and ``policies.accountant`` (how the history
-composes under that policy; ``basic`` for every older row, which is what they meant). A new ledger is
+composes under that policy; ``basic`` for every older row, which is what they meant). Format 4 adds
+``measurements``: each released noisy measurement of a charge, by identity (accounting/measurements.py),
+its groups' keys and value as Arrow IPC, written with the charge's release in one transaction (a
+charge of before has none: it replays only as a byte-identical query). A new ledger is
 made as a format 1 file upgraded in the same transaction, so new and upgraded ledgers have one schema,
 and every test exercises the upgrade.
 
@@ -28,8 +31,9 @@ from dpsql.errors import DpsqlError
 
 FORMAT_1 = "dpsql-ledger/1"
 FORMAT_2 = "dpsql-ledger/2"
-FORMAT = "dpsql-ledger/3"
-FORMATS = (FORMAT_1, FORMAT_2, FORMAT)
+FORMAT_3 = "dpsql-ledger/3"
+FORMAT = "dpsql-ledger/4"
+FORMATS = (FORMAT_1, FORMAT_2, FORMAT_3, FORMAT)
 
 _KEPT = "BEGIN SELECT RAISE(ABORT, 'dpsql ledger: {what} never change'); END"
 
@@ -109,6 +113,19 @@ SCHEMA_3 = (
     "ALTER TABLE policies ADD COLUMN accountant TEXT NOT NULL DEFAULT 'basic'",
 )
 
+SCHEMA_4 = (
+    """CREATE TABLE measurements (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    charge INTEGER NOT NULL REFERENCES charges (id),
+    identity TEXT NOT NULL,
+    analyst TEXT,
+    released BLOB NOT NULL
+)""",
+    "CREATE INDEX measurements_by_identity ON measurements (identity, analyst)",
+    f"CREATE TRIGGER measurements_are_fixed BEFORE UPDATE ON measurements {_KEPT.format(what='measurements')}",
+    f"CREATE TRIGGER measurements_are_kept BEFORE DELETE ON measurements {_KEPT.format(what='measurements')}",
+)
+
 # The columns each table must have: a file without them is not a (readable) dpsql ledger.
 COLUMNS = {
     "charges": "id, time, sql, plan, epsilon, delta, composition, status, replay_key, data_version, answer, "
@@ -116,6 +133,7 @@ COLUMNS = {
     "analysts": "name, token_hash, created",
     "analyst_events": "id, time, analyst, kind, epsilon, delta",
     "policies": "id, time, kind, identity, document, binding, total_epsilon, total_delta, changes, accountant",
+    "measurements": "id, charge, identity, analyst, released",
 }
 
 
@@ -139,13 +157,13 @@ def check_columns(db: sqlite3.Connection) -> None:
 
 
 def upgrade(db: sqlite3.Connection, time: str, corrupt) -> None:
-    """Format 1 or 2 to 3, in place, inside the caller's ``BEGIN IMMEDIATE``: every row kept (a format 1
+    """Format 1, 2 or 3 to 4, in place, inside the caller's ``BEGIN IMMEDIATE``: every row kept (a format 1
     policy becomes the first entry of the policy history), one row in ``upgrades``. Of several
     processes upgrading at once, the first does it; the others find it done (the format is re-read
     under the write lock)."""
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
     found = meta.get("format")
-    if found not in (FORMAT_1, FORMAT_2):
+    if found not in (FORMAT_1, FORMAT_2, FORMAT_3):
         return
     first = None
     if found == FORMAT_1:
@@ -156,7 +174,9 @@ def upgrade(db: sqlite3.Connection, time: str, corrupt) -> None:
         except (KeyError, ValueError, AttributeError, ArithmeticError, DpsqlError):
             raise corrupt("its format 1 policy record cannot be read") from None
         run(db, SCHEMA_2)
-    run(db, SCHEMA_3)
+    if found != FORMAT_3:
+        run(db, SCHEMA_3)
+    run(db, SCHEMA_4)
     set_format(db, FORMAT)
     db.execute("INSERT INTO upgrades (time, from_format, to_format) VALUES (?, ?, ?)", [time, found, FORMAT])
     if first is not None:

@@ -237,7 +237,7 @@ class Store:
     def _build(self, db: sqlite3.Connection) -> None:
         """A new ledger: the schema, its format, and the policy it starts with, in one transaction."""
         with self.transaction(db):
-            schema.run(db, schema.SCHEMA_1 + schema.SCHEMA_2 + schema.SCHEMA_3)
+            schema.run(db, schema.SCHEMA_1 + schema.SCHEMA_2 + schema.SCHEMA_3 + schema.SCHEMA_4)
             db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                            [("format", schema.FORMAT), ("created", now())])
             policies.record(db, now(), "created", self.document, policies.binding(self.document),
@@ -319,7 +319,7 @@ class Store:
         """An older ledger of an incompatible policy is refused before anything is written."""
         if self._document is None:
             return
-        if meta.get("format") == schema.FORMAT_2:
+        if meta.get("format") in (schema.FORMAT_2, schema.FORMAT_3):   # a policy history to check against
             self._check_binding(self.newest(db).binding)
             return
         try:

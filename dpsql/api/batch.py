@@ -81,6 +81,7 @@ class Answers(Mapping[str, Result]):
 
 def charged_run(planner: Planner, accountant: Accountant, executor: Executor, sql: str, plan: Plan,
                 ticket: Ticket, bind: Callable[[], Bound], clock: Deadline, options: dict) -> pa.Table:
+    # A charge of measurements by identity runs with those it replays (accounting/released.py).
     """A charged plan bound (``bind``), run by the executor in the caller's turn and settled by the
     accountant: released with its answer, or failed and still spent. ``options``: the call's, to plan
     a last stage again with its earlier stages' values (``Planner.last_stage``)."""
@@ -92,7 +93,7 @@ def charged_run(planner: Planner, accountant: Accountant, executor: Executor, sq
         except DpsqlError:   # it bound before the charge: a function of the schema, never of rows
             raise ExecutionError("DP900", "the query could not be bound again to run; its budget stays "
                                  "spent") from None
-        return executor.run(plan, bound, clock, replan)
+        return executor.run(plan, bound, clock, replan, ticket.kept if ticket.identities else None)
     return accountant.settle(ticket, plan, run)
 
 
@@ -142,10 +143,13 @@ class Batch:
             charge_by(clock)
             made = self.accountant.reserve_many([orders[i] for i in charged], call.analyst)
         tickets = dict(zip(charged, made))
-        fresh = [i for i in charged if tickets[i].answer is None]   # a replayed statement is not run
-        if any(tickets[i].answer is not None for g in groups for i in g.members):
+        # A replayed statement is not run; one replaying kept measurements (accounting/released.py) runs
+        # alone, from those values: a shared query draws every measurement afresh, which its charge (0,
+        # or only the new ones' cost) does not pay for.
+        drawn = [i for i in charged if tickets[i].answer is None and not any(k is not None for k in tickets[i].kept)]
+        if any(i not in drawn for g in groups for i in g.members):
             with self.engine.turn(call.analyst, call.seconds):   # bound after the charge: if not, they run alone
-                groups = self._groups(entries, fresh)
+                groups = self._groups(entries, drawn)
         return self._run_all(batch, entries, tickets, {i: j for i, j in repeats.items() if i != j}, call, groups)
 
     def _groups(self, entries: list[Entry], indices: list[int]) -> list[Group]:
@@ -205,7 +209,7 @@ class Batch:
         group_of = {i: g for g in groups for i in g.members}
         for i, (statement, entry) in enumerate(zip(batch, entries)):
             name = str(statement.name)
-            replayed = i in repeats or tickets[i].answer is not None
+            replayed = i in repeats or tickets[i].free
             if i in repeats:   # the same release as an earlier statement of the batch: replayed free
                 outcome[i] = outcome[repeats[i]]
             elif tickets[i].answer is not None:

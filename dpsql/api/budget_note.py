@@ -39,6 +39,7 @@ class BudgetNote:
     fits: bool | None
     problem: str | None = None    # the error's code and reason, when the ledger could not be read
     own: bool = False             # an analyst's own budget (the total is checked when the query runs)
+    replay: tuple[str, ...] = ()  # which measurements replay free and what is charged (api/accountant.py)
 
     @classmethod
     def unreadable(cls, err: DpsqlError) -> "BudgetNote":
@@ -59,7 +60,7 @@ class BudgetNote:
         verdict = "yes" if self.fits else ("no: running it would be refused (DP402, nothing spent) unless it "
                                            "repeats an answered query (replays are free)")
         scope = " (your own budget; the total shared by every analyst is checked when it runs)" if self.own else ""
-        return [head, f"  this query would fit: {verdict}{scope}"]
+        return [head, *self.replay, f"  this query would fit: {verdict}{scope}"]
 
     def as_dict(self) -> dict:
         """For the server's explain body: the figures (as ``budget_doc``'s), fits, or the problem."""
@@ -68,10 +69,13 @@ class BudgetNote:
         return {"readable": True, **self.budget.figures(), "fits": self.fits, "own": self.own}
 
 
-def budget_note(ledger, plan, analyst: str | None) -> BudgetNote:
-    """What ``ledger`` says of ``plan``'s cost now, for ``analyst`` (None: the total)."""
+def budget_note(ledger, plan, analyst: str | None, replay=None) -> BudgetNote:
+    """What ``ledger`` says of ``plan``'s cost now, for ``analyst`` (None: the total); ``replay()``: the
+    cost, releases and lines of its measurements released before (api/accountant.py ``replay_note``)."""
     try:
-        budget, fits = ledger.preview(ledger.cost(plan), plan.releases(), analyst)
+        priced = None if replay is None else replay()
+        cost, releases, lines = priced if priced is not None else (ledger.cost(plan), plan.releases(), [])
+        budget, fits = ledger.preview(cost, releases, analyst)
     except (LedgerError, AuthError) as err:
         return BudgetNote.unreadable(err)
-    return BudgetNote(budget, fits, own=analyst is not None)
+    return BudgetNote(budget, fits, own=analyst is not None, replay=tuple(lines))

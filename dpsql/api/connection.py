@@ -118,12 +118,17 @@ class PrivateConnection:
         Example:
             >>> print(db.explain("SELECT sex, COUNT(*) FROM people GROUP BY sex"))  # doctest: +SKIP
         """
-        plan = self._planner.planned(sql, epsilon, delta, ci, nonnegative, analyst, self._seconds(deadline),
-                                     mechanism, report_clipping).plan
+        seconds = self._seconds(deadline)
+        planned = self._planner.planned(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism,
+                                        report_clipping)
+        planned = self._accountant.preferred(planned, lambda: self._planner.twin(   # the plan that would run
+            sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism, report_clipping), analyst, False)
+        plan = planned.plan
         if isinstance(plan, (PublicPlan, LocalPlan)):   # spends nothing: no budget to show
             return plan
         # The remaining budget (the analyst's own, or the total) and whether this would fit: read only.
-        return dataclasses.replace(plan, budget_note=budget_note(self._ledger, plan, analyst))
+        return dataclasses.replace(plan, budget_note=budget_note(
+            self._ledger, plan, analyst, lambda: self._accountant.replay_note(planned, analyst)))
 
     def sql(self, sql: str, epsilon: float | None = None, delta: float | None = None, *,
             fresh: bool = False, ci: float | None = None, nonnegative: bool = True,
@@ -167,6 +172,8 @@ class PrivateConnection:
         seconds = self._seconds(deadline)
         planned = self._planner.planned_with_bounds(sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism,
                                                     report_clipping)
+        planned = self._accountant.preferred(planned, lambda: self._planner.twin(
+            sql, epsilon, delta, ci, nonnegative, analyst, seconds, mechanism, report_clipping), analyst, fresh)
         # plan -> reserve(one) -> execute -> release. Bind, charge and run in one turn of the engine
         # (shared fairly between analysts): once a query is charged it runs at once, never waits
         # behind another analyst's.
@@ -183,7 +190,7 @@ class PrivateConnection:
             options = dict(ci=ci, nonnegative=nonnegative, reader=analyst, deadline=seconds, mechanism=mechanism,
                            report_clipping=report_clipping)
             return Result(charged_run(self._planner, self._accountant, self._executor, sql, plan, ticket,
-                                      lambda: bound, clock, options), plan)
+                                      lambda: bound, clock, options), plan, replayed=ticket.free)
 
     def sql_batch(self, statements: Sequence[str | Statement], epsilon: float | None = None,
                   delta: float | None = None, *, fresh: bool = False, ci: float | None = None,

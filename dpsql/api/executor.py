@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,12 +21,15 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from dpsql.accounting import measurements
+from dpsql.accounting.released import VALUE
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.errors import ExecutionError, UnsupportedConstruct
 from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES, VALUE as CORRELATED_VALUE
 from dpsql.limits import Deadline, WorkLimits
 from dpsql.lower.names import SALT, choice_function, top_k_function
 from dpsql.lower.shared import Shared
+from dpsql.lower.rewrite import replayed_sql, rewrite
 from dpsql.mechanisms import randomness
 from dpsql.mechanisms.base import NoiseBuffer, choose_top, noise
 from dpsql.mechanisms.quantile_rules import answer
@@ -35,6 +39,7 @@ from dpsql.plan.public import PublicPlan
 from dpsql.policy.model import TablePolicy
 from dpsql.sql.compare import Form
 
+KEPT_PLANS = 64   # plans whose lowered measurements stage ``measured`` keeps
 SALT_BOUND = 2 ** 62   # a salt is uniform below it: DuckDB's HASH takes it as a BIGINT argument
 
 # The last stage planned again with its earlier stages' released values (api/planner.py ``last_stage``).
@@ -67,6 +72,8 @@ class Executor:
         self._lock = threading.Lock()
         self.noise_function = f"dpsql_noise_{secrets.token_hex(6)}"
         self.values_table = f"{CORRELATED_VALUES}_{secrets.token_hex(6)}"   # frontend/correlated.py
+        self.measured_table = f"__dpsql_measured_{secrets.token_hex(6)}"   # a run's measurements (``measured``)
+        self._sql: OrderedDict[int, tuple[Plan, Plan, str]] = OrderedDict()
         self.owner: object = None   # what lives as long as the engine's functions (api/connection.py)
         engine.register_noise(self.noise_function, self._noise_udf)
         engine.register_choice(choice_function(self.noise_function), self._choice_udf)
@@ -132,9 +139,13 @@ class Executor:
         """The parameters of one bind of a salted query: a salt from the connection's one random source."""
         return {SALT: int(self.source.below(np.array([SALT_BOUND], dtype=np.int64))[0])}
 
-    def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan) -> pa.Table:
+    def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan,
+            kept: tuple[pa.Table | None, ...] | None = None) -> pa.Table | tuple[pa.Table, pa.Table | None]:
         """A charged DP plan run to its released table; the engine's errors propagate (the caller
-        records the charge failed: it stays spent)."""
+        records the charge failed: it stays spent). ``kept``: a plan of measurements by identity
+        (api/accountant.py), run as ``measured`` does, with the measurements it drew."""
+        if kept is not None:
+            return self.measured(plan, kept, clock)
         query = self._run_stages(plan, bound.earlier, clock, replan) if bound.earlier else bound.query
         self._clear()
         table = self.engine.run(query, clock)
@@ -151,6 +162,44 @@ class Executor:
         is its own (the buffer hands each out once)."""
         self._clear()
         return self.engine.run(bound, clock)
+
+    def measured(self, plan: Plan, kept: tuple[pa.Table | None, ...], clock: Deadline,
+                 **lowering) -> tuple[pa.Table, pa.Table | None]:
+        """A plan of scalar measurements run in two steps: the measurements it lacks drawn by the engine
+        (``stage="released"``: each released group's keys and noisy values), then its outputs computed
+        from those and the ``kept`` ones alone (lower/rewrite.py ``replayed_sql``: post-processing, in
+        the column types the one-query form has). Returns the answer and what it drew (None: nothing).
+        ``lowering``: the test seam's noiseless function and sampling (dpsql/testing.py ``measured``)."""
+        new = tuple(m for m, old in zip(plan.measurements, kept) if old is None)
+        released, post = self._lowered(plan, lowering)
+        # The types of the measurements' stage: the draw's own when it draws them all (bound, not run).
+        like = self._bound(released) if len(new) < len(kept) else None
+        drawn = None
+        if new:
+            self._clear()
+            alone = measurements.alone(plan, new)
+            draw = self._bound(released if len(new) == len(kept) else rewrite(
+                alone, **{"noise_function": self.noise_function, **lowering, "stage": "released"}))
+            like = draw if like is None else like
+            drawn = self.engine.run(draw, clock)
+        assert like is not None
+        with self.engine.rows(_joined(plan, kept, drawn), like, self.measured_table):
+            return self.engine.run(self.engine.bind(post), clock), drawn   # released values only: no salt
+
+    def _lowered(self, plan: Plan, lowering: dict) -> tuple[Plan, str]:
+        """A plan's measurements stage (lowered: its SQL, whether it reads the salt) and its post-processing
+        over ``measured_table`` (lower/rewrite.py), kept for the plans asked last (lowering a plan takes
+        milliseconds; a cached plan is asked again)."""
+        found = self._sql.get(id(plan)) if not lowering else None
+        if found is not None and found[0] is plan:
+            return found[1], found[2]
+        released = rewrite(plan, **{"noise_function": self.noise_function, **lowering, "stage": "released"})
+        made = (released, replayed_sql(plan, self.measured_table))
+        if not lowering:
+            self._sql[id(plan)] = (plan, *made)   # the plan held: its id is not reused while kept
+            while len(self._sql) > KEPT_PLANS:
+                self._sql.popitem(last=False)
+        return made
 
     def bind_exact(self, plan: PublicPlan | LocalPlan) -> duckdb.DuckDBPyRelation:
         """A public-only or local-model plan bound (before it is recorded: a binder error is DP311, free)."""
@@ -196,6 +245,24 @@ class Executor:
         if not self.engine.fill(values.name, released.select(list(range(len(values.columns)))), keys):
             raise ExecutionError("DP999", "a stage's released keys repeat: this is probably a bug; its budget "
                                  "stays spent")
+
+
+def _joined(plan: Plan, kept: tuple[pa.Table | None, ...], drawn: pa.Table | None) -> pa.Table:
+    """Every measurement's column beside the groups' keys, in the plan's order: drawn or kept. The kept
+    ones hold the same groups as each other (accounting/released.py); the drawn ones must too (public
+    groups, drawn again: the same key domain), else DP999 (a bug; the budget stays spent)."""
+    names = [m.name for m in plan.measurements]
+    first = drawn if drawn is not None else next(t for t in kept if t is not None)
+    keys = first.select([c for c in first.column_names if c not in names and c != VALUE])
+    columns = []
+    for name, old in zip(names, kept):
+        if old is not None and not old.drop_columns([VALUE]).equals(keys):
+            raise ExecutionError("DP999", "kept measurements hold other groups than those drawn: this is probably "
+                                 "a bug; its budget stays spent")
+        columns.append(old.column(VALUE) if old is not None else drawn.column(name))
+    for name, column in zip(names, columns):
+        keys = keys.append_column(name, column)
+    return keys
 
 
 def keys_of_values(values: TablePolicy) -> list:

@@ -20,13 +20,15 @@ PER_ANALYST = 32   # plans kept per analyst (a TPC-H plan holds 60-80 KB: 2.5 MB
 
 
 class Entry:
-    """A plan and, once a query ran with it, its normalised text for the ledger (replay.normalise_sql)."""
+    """A plan and, once a query ran with it, its normalised text for the ledger (replay.normalise_sql)
+    and its measurements' identities (accounting/measurements.py; one lowering each, so kept)."""
 
-    __slots__ = ("plan", "normalised")
+    __slots__ = ("plan", "normalised", "identities")
 
     def __init__(self, plan):
         self.plan = plan
         self.normalised: tuple[str, tuple[str, ...]] | None = None
+        self.identities: tuple[tuple[str, str], tuple[str, ...]] | None = None   # (policy, data version), them
 
 
 def key(sql: str, *options) -> tuple:

@@ -16,6 +16,7 @@ from typing import Callable
 from dpsql.api import auto_bounds, auto_contributions
 from dpsql.api.plan_cache import Entry, PlanCache, key as plan_key
 from dpsql.api.reads import Reads
+from dpsql.api.replay import noisy_values_sql
 from dpsql.api.result import Result
 from dpsql.engines.duckdb import DuckDBEngine
 from dpsql.engines.duckdb_names import expression_name
@@ -103,6 +104,17 @@ class Planner:
         return self.plans.lookup(analyst, call, lambda: self.lowered(
             sql, epsilon, delta, ci=ci, nonnegative=nonnegative, reader=analyst, deadline=deadline,
             mechanism=mechanism, limits=limits, report_clipping=report_clipping))
+
+    def twin(self, sql: str, *args) -> Entry | None:
+        """``planned`` with OPTIONS(top_k = 'noisy_values') (api/replay.py ``noisy_values_sql``), or None
+        where there is none or it does not plan (api/accountant.py ``preferred``)."""
+        text = noisy_values_sql(sql)
+        if text is None:
+            return None
+        try:
+            return self.planned(text, *args)
+        except DpsqlError:
+            return None
 
     def planned_with_bounds(self, sql: str, epsilon, delta, ci, nonnegative: bool, analyst: str | None,
                             deadline: float | None, mechanism: str | None, report_clipping: bool = False) -> Entry:

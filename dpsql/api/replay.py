@@ -13,9 +13,12 @@ import hashlib
 from enum import Enum
 
 import pyarrow as pa
+from sqlglot import exp
 
 from dpsql.accounting.budget import Cost
 from dpsql.accounting.identity import FORMAT, canonical
+
+from dpsql.frontend.dialect import DifferentialPrivacy
 from dpsql.frontend.parse import DIALECT, parse
 from dpsql.plan.model import Plan
 
@@ -39,6 +42,27 @@ def normalise_sql(sql: str) -> tuple[str, tuple[str, ...]]:
         text = " ".join(sql.split())
     names = tuple(e.alias_or_name for e in getattr(statement, "expressions", None) or ())
     return text, names
+
+
+def noisy_values_sql(sql: str) -> str | None:
+    """The query with OPTIONS(top_k = 'noisy_values') added: a noisy top-k (plan/top_k.py) answered as
+    post-processing of every group's noisy value instead, the plan api/accountant.py ``preferred``
+    takes when those values were all released before (free). None where the query chose its top-k
+    itself (OPTIONS(top_k = ...)), or has no SELECT of its own.
+
+    >>> noisy_values_sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY n LIMIT 1")
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(top_k = 'noisy_values') sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY n LIMIT 1"
+    """
+    statement = parse(sql)
+    if not isinstance(statement, exp.Select):
+        return None
+    clause = statement.meta.get("dp")
+    options = [] if clause is None else clause.options()
+    if any(isinstance(o, exp.EQ) and o.this.name.lower() == "top_k" for o in options):
+        return None
+    choice = exp.EQ(this=exp.column("top_k"), expression=exp.Literal.string("noisy_values"))
+    statement.meta["dp"] = DifferentialPrivacy(expressions=[*options, choice])
+    return statement.sql(dialect=DIALECT)
 
 
 LEVEL = b"dpsql.ci"   # a stored answer's intervals' confidence level, in its Arrow schema's metadata

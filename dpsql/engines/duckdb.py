@@ -224,17 +224,34 @@ class DuckDBEngine:
         columns = ", ".join(f"{sources.quoted(c.name)} {c.sql_type}" for c in table.columns.values())
         self.con.execute(f"CREATE OR REPLACE TEMP TABLE {sources.quoted(table.name)} ({columns})")
 
+    @contextlib.contextmanager
+    def rows(self, rows: pa.Table, like: duckdb.DuckDBPyRelation, name: str) -> Iterator[None]:
+        """``rows`` (released values) in the TEMP table ``name`` of ``like``'s column names and types (a
+        bound query, never run), for one run in the caller's turn, then dropped; its name is dpsql's own
+        (DP201)."""
+        columns = ", ".join(f"{sources.quoted(c)} {t}" for c, t in zip(like.columns, like.types))
+        self.con.execute(f"CREATE TEMP TABLE {sources.quoted(name)} ({columns})")
+        try:
+            self._insert(name, rows)
+            yield
+        finally:
+            self.con.execute(f"DROP TABLE IF EXISTS {sources.quoted(name)}")
+
     def fill(self, name: str, rows: pa.Table, keys) -> bool:
         """A held table filled with a stage's released rows (in its columns' order); whether ``keys``
         ((name, Form) pairs, as the query's lookup compares them) are unique together in it. Read every
         time, never kept: the table's rows are this run's."""
+        self._insert(name, rows)
+        return not repeats_as_compared(self.con, name, list(keys))
+
+    def _insert(self, name: str, rows: pa.Table) -> None:
+        """Arrow rows into a TEMP table of dpsql's, through a view registered for the statement only."""
         view = f"__dpsql_rows_{secrets.token_hex(6)}"
         self.con.register(view, rows)
         try:
             self.con.execute(f"INSERT INTO {sources.quoted(name)} SELECT * FROM {sources.quoted(view)}")
         finally:
             self.con.unregister(view)
-        return not repeats_as_compared(self.con, name, list(keys))
 
     @contextlib.contextmanager
     def turn(self, who: Hashable = None, deadline: float | None = None) -> Iterator[Deadline]:

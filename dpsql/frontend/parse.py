@@ -59,11 +59,12 @@ def parse(sql: str) -> exp.Expression:
 def _well_formed(statement: exp.Expression, sql: str) -> exp.Expression:
     """The statement, unless it holds what sqlglot parses and DuckDB cannot: a function without arguments
     that sqlglot cannot write again (``DATE()``, which would fail deep in planning), or ``x IS 4`` (DuckDB
-    takes IS NULL, TRUE, FALSE only; its parser error would surface from an engine read): DP100 there. Only such calls are tried (writing the whole statement would cost more than
-    parsing it); api/planner.py refuses whatever else fails to write, without a position."""
-    for node in statement.find_all(exp.Is):   # sqlglot reads ``x IS 4``, which DuckDB's parser refuses
-        if not isinstance(node.expression, (exp.Null, exp.Boolean)):
-            start, end = span(node.expression, sql)
+    takes IS NULL, TRUE, FALSE only; its parser error would surface from an engine read): DP100 there.
+    Only calls without arguments are tried (writing the whole statement would cost more than parsing
+    it); api/planner.py refuses whatever else fails to write, without a position."""
+    for test in statement.find_all(exp.Is):   # sqlglot reads ``x IS 4``, which DuckDB's parser refuses
+        if not isinstance(test.expression, (exp.Null, exp.Boolean)):
+            start, end = span(test.expression, sql)
             raise SqlSyntaxError("DP100", "syntax error: IS takes NULL, TRUE, FALSE or DISTINCT FROM", sql=sql,
                                  start=start, end=end)
     for node in statement.find_all(exp.Func):

@@ -56,9 +56,11 @@ def looked_up(plan: Plan, query: exp.Select) -> exp.Select:
     return join(exp.select(*items).from_(top, copy=False), public, on, "LEFT")
 
 
+STAGES = ("output", "measurements", "released")
+
+
 def out_cte(plan: Plan) -> exp.Select:
-    """__out: every output's released value (and interval) from __noisy, post-processing only; the
-    groups a top-k chose, the trees' and histograms' answers joined, the selected groups kept."""
+    """__out: every output (and interval) from __noisy's released values, the selected groups only."""
     values = [alias(output_value(plan, i), plan.slot(i)) for i in range(len(plan.outputs))]
     for i in range(len(plan.outputs)):
         interval = output_interval(plan, i)
@@ -67,9 +69,25 @@ def out_cte(plan: Plan) -> exp.Select:
     values += [alias(col(m), name) for m, name in clipping_columns(plan)]
     out = histogram.join_outputs(plan, quantile.join_outputs(
         plan, top_k.chosen_only(plan, exp.select(*values).from_(table("__noisy"), copy=False))))
-    if plan.selection is not None:
-        out = out.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
-    return out
+    return released_only(plan, out)
+
+
+def released_only(plan: Plan, query: exp.Select) -> exp.Select:
+    """The groups partition selection releases (all of them without it)."""
+    if plan.selection is None:
+        return query
+    return query.where(exp.GTE(this=col(plan.selection.measurement), expression=num(plan.selection.threshold)))
+
+
+def replayed_sql(plan: Plan, source: str) -> str:
+    """The outputs of a plan of scalar measurements only, read from a table of its released measurements
+    (``stage="released"``'s rows, fresh or kept by the ledger) instead of the private tables: the query's
+    own __out and final SELECT over them, so post-processing only."""
+    query = final_select(plan)
+    noisy = exp.select(exp.Star()).from_(table(source), copy=False)
+    for name, cte in (("__noisy", noisy), ("__out", out_cte(plan))):
+        query = query.with_(ident(name), as_=cte, copy=False)
+    return query.sql(dialect=DIALECT, copy=False)
 
 
 def rewrite(plan: Plan, noise_function: str, *, sampling: str = "keyed", stage: str = "output") -> Plan:
@@ -77,9 +95,11 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "keyed", stage: 
 
     ``sampling`` and ``stage`` are for the trusted test seam (dpsql.testing) only: a hash without the
     run's salt for the choice of L partitions, and the measurements (``stage="measurements"``) instead
-    of the released outputs.
+    of the released outputs. ``stage="released"`` (api/executor.py, a plan of scalar measurements
+    only): the measurements of the groups released, the rows the ledger keeps for replay, which
+    ``replayed_sql`` turns into the outputs.
     """
-    if sampling not in ("keyed", "hash") or stage not in ("output", "measurements"):
+    if sampling not in ("keyed", "hash") or stage not in STAGES:
         raise ValueError(f"unknown sampling {sampling!r} or stage {stage!r}")
     ctes: list[tuple[str, exp.Select]] = [("__rows", rows_cte(plan))]
     source = "__rows"
@@ -107,8 +127,11 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "keyed", stage: 
         answered = histogram.histogram_ctes(plan, m, bounded, choice_function(noise_function))
         materialized.update(name for name, _ in answered if name.endswith("_cell"))   # one call per group
         ctes += answered
-    ctes.append(("__out", out_cte(plan)))
-    query = final_select(plan) if stage == "output" else measurements_select(plan)
+    if stage == "released":   # the measurements the ledger keeps: no outputs read them here
+        query = released_only(plan, measurements_select(plan))
+    else:
+        ctes.append(("__out", out_cte(plan)))
+        query = final_select(plan) if stage == "output" else measurements_select(plan)
     for name, cte in ctes:
         query = query.with_(ident(name), as_=cte, materialized=True if name in materialized else None, copy=False)
     if plan.lookup is not None and stage == "output":

@@ -299,7 +299,7 @@ def test_a_format_2_ledger_keeps_its_meaning_under_each_accountant(tmp_path, nam
     assert alice.total_delta == 1e-6
     with sqlite3.connect(tmp_path / "v2.sqlite") as con:
         assert con.execute("SELECT COUNT(*) FROM charges WHERE releases IS NULL").fetchone()[0] == 6
-        assert con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0] == "dpsql-ledger/3"
+        assert con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0] == "dpsql-ledger/4"
         for statement in ("UPDATE charges SET releases = '[]'", "UPDATE policies SET accountant = 'pld'"):
             with pytest.raises(sqlite3.IntegrityError):   # what a charge released, and the accountant, never change
                 con.execute(statement)

@@ -214,10 +214,10 @@ class FailsOn:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
-    def run(self, plan, bound, clock, replan):
+    def run(self, plan, bound, clock, replan, *kept):
         if plan.sql == self.sql:
             raise duckdb.InvalidInputException("the engine failed on this one")
-        return self.real.run(plan, bound, clock, replan)
+        return self.real.run(plan, bound, clock, replan, *kept)
 
 
 def test_a_statement_that_fails_while_running_stays_spent_and_the_others_answer(tmp_path):

@@ -197,6 +197,19 @@ def test_a_replayed_statement_leaves_the_rest_of_its_frame_shared(tmp_path):
     assert ran == 1 and not answers["2"].replayed and not answers["3"].replayed
 
 
+def test_a_statement_replaying_kept_measurements_runs_alone_from_them(tmp_path):
+    """A statement whose measurements were released before (accounting/released.py) is charged 0 (or only
+    its new ones): it must be answered from the kept values, never from a shared query's fresh draws of
+    them, which nothing would pay for. Its frame's other statements still share."""
+    db = connect(tmp_path / "l.sqlite")
+    first = db.sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex", epsilon=0.3)
+    renamed = "SELECT sex, COUNT(*) AS people FROM people GROUP BY sex ORDER BY sex"   # post-processing only
+    for _ in range(3):
+        answers, _ = runs_of(db, [Statement(renamed, epsilon=0.3), *[Statement(s, epsilon=0.3) for s in AGAIN[1:]]])
+        assert answers["1"].replayed and answers["1"].fetchall() == sorted(first.fetchall())
+    assert [c.epsilon for c in db.budget.history if c.epsilon] == [0.3] * 3, "later batches replay every one"
+
+
 def test_shared_scans_is_a_boolean(db):
     with pytest.raises(DpsqlError) as info:
         db.sql_batch(AGAIN, epsilon=1.0, shared_scans="yes")

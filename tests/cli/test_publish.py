@@ -101,9 +101,9 @@ def test_a_statistic_that_fails_after_its_charge_exits_4(files, release, tmp_pat
         def failing(*args, **kwargs):
             db = opened(*args, **kwargs)
 
-            def second_fails():
+            def second_fails():   # the second statistic's draw: each runs its draw, then its outputs
                 runs.append(1)
-                if len(runs) == 2:
+                if len(runs) == 3:
                     raise duckdb.IOException("disk gone")
             stack.enter_context(testing.before_run(db, second_fails))
             return db

@@ -100,9 +100,9 @@ def test_a_statistic_that_fails_after_its_charge_leaves_the_release_incomplete(t
     db = dpsql.connect(people[0], policy=people[1])
     runs = []
 
-    def second_fails() -> None:
+    def second_fails() -> None:   # the second statistic's draw: each runs its draw, then its outputs
         runs.append(1)
-        if len(runs) == 2:
+        if len(runs) == 3:
             raise duckdb.OutOfMemoryException("out of memory")
     with testing.before_run(db, second_fails):
         release = dpsql.publish(spec, db, tmp_path)
@@ -125,9 +125,9 @@ import dpsql
 from dpsql import testing
 db = dpsql.connect(sys.argv[1], policy=sys.argv[2])
 runs = []
-def kill_at_second():
+def kill_at_second():   # the second statistic's draw: each statistic runs its draw, then its outputs
     runs.append(1)
-    if len(runs) == 2:
+    if len(runs) == 3:
         os.kill(os.getpid(), signal.SIGKILL)
 with testing.before_run(db, kill_at_second):
     dpsql.publish(eval(sys.argv[3]), db, sys.argv[4])

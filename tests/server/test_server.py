@@ -220,12 +220,13 @@ def test_each_analyst_numbers_their_own_history_1_2_3_and_replays_by_that_number
     for i in range(3):   # interleaved, with alice between: their ledger ids are far from 1, 2, 3
         call(url, "POST", "/v1/query", {"sql": COUNT, "epsilon": 0.01, "fresh": True}, token=alice)
         for name, token in tokens.items():
-            sql = f"SELECT COUNT(*) AS n_{i} FROM people"
+            sql = f"SELECT COUNT(*) AS n_{i} FROM people WHERE age > {i}"   # each a new measurement
             answers[name].append(call(url, "POST", "/v1/query", {"sql": sql, "epsilon": 0.25}, token=token)[1])
     for name, token in tokens.items():
         history = call(url, "GET", "/v1/history", token=token)[1]["queries"]
         assert [q["id"] for q in history] == [1, 2, 3]
-        assert [q["sql"] for q in history] == [f"SELECT COUNT(*) AS n_{i} FROM people" for i in range(3)]
+        assert [q["sql"] for q in history] == [f"SELECT COUNT(*) AS n_{i} FROM people WHERE age > {i}"
+                                               for i in range(3)]
         ledger_ids = [c.id for c in db.analyst(name).budget.history]
         assert ledger_ids != [1, 2, 3]
         for number, fresh in zip((1, 2, 3), answers[name]):
@@ -241,7 +242,8 @@ def test_each_analyst_numbers_their_own_history_1_2_3_and_replays_by_that_number
 
 def test_a_stored_answer_names_its_intervals_level_as_the_fresh_one_did(served):
     db, alice, _, url = served
-    sql = "SELECT sex, COUNT(*) AS n_at_90 FROM people GROUP BY sex"
+    # Not a count per sex released before (that one would replay free, its answer not kept again).
+    sql = "SELECT sex, COUNT(*) AS n_at_90 FROM people WHERE age > 1 GROUP BY sex"
     fresh = call(url, "POST", "/v1/query", {"sql": sql, "epsilon": 0.125, "ci": 0.9}, token=alice)[1]
     number = call(url, "GET", "/v1/history", token=alice)[1]["queries"][-1]["id"]
     stored = call(url, "GET", f"/v1/history/{number}", token=alice)[1]
@@ -394,7 +396,8 @@ def test_queries_run_off_the_event_loop_and_in_flight_requests_are_bounded(tmp_p
 
     def ask(i):
         results.append(call(server.url, "POST", "/v1/query",
-                            {"sql": f"SELECT COUNT(*) AS n{i} FROM people", "epsilon": 0.125}, token=alice)[0])
+                            {"sql": f"SELECT COUNT(*) AS n FROM people WHERE age > {i}", "epsilon": 0.125},
+                            token=alice)[0])   # two measurements (one renamed would replay the other's, free)
     with testing.before_run(db, hold), ThreadServer(db, Limits(max_in_flight=2)) as server:
         queries = [threading.Thread(target=ask, args=(i,)) for i in (1, 2)]
         queries[0].start()
