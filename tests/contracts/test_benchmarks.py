@@ -144,4 +144,6 @@ def test_the_shared_scans_benchmark_runs_at_10k_rows(tmp_path):
     assert [r["set"] for r in results].count("grouping sets") == 1
     for r in (r for r in results if r["set"] != "grouping sets"):
         assert r["alone_s"] > 0 and r["shared_s"] > 0
-        assert r["queries"] == {"alone": 12, "shared": 4 if r["set"] == "frames" else 12}, r
+        # alone, each statement runs in two engine queries (its measurements drawn, then its outputs from
+        # them: api/executor.py measured); a shared frame in one
+        assert r["queries"] == {"alone": 24, "shared": 4 if r["set"] == "frames" else 24}, r

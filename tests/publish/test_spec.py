@@ -23,7 +23,7 @@ def test_a_spec_reads_from_yaml_as_from_a_dict(tmp_path, spec):
         "    sql: SELECT sex, COUNT(*) AS n FROM people GROUP BY sex\n"
         "    weight: 2\n"
         "  - name: income\n"
-        "    sql: SELECT sex, AVG(income) AS inc, SUM(income) AS total FROM people GROUP BY sex\n"
+        "    sql: SELECT sex, AVG(income) AS inc, SUM(income) AS total FROM people WHERE age >= 18 GROUP BY sex\n"
         "  - name: total\n"
         "    sql: SELECT COUNT(*) AS n FROM people\n"
         "    epsilon: 0.5\n")
