@@ -304,6 +304,7 @@ def _stage_two(statement: exp.Select, node: exp.Subquery, alias: str, keys: list
     marker, parent = id(node), node.parent
     value = exp.column(VALUE, table=ALIAS)
     two = statement.transform(lambda n: value if id(n) == marker else n, copy=False)
+    _star_of_its_own(two)
     two.append("joins", exp.Join(this=exp.Table(this=ident(table), alias=exp.TableAlias(this=ident(ALIAS)))))
     ties = [(exp.column(f"{KEY}{i}", table=ALIAS), exp.column(k, table=alias)) for i, k in enumerate(keys)]
     if public is None:
@@ -311,6 +312,18 @@ def _stage_two(statement: exp.Select, node: exp.Subquery, alias: str, keys: list
     types, outer, policy = public
     _compared(parent, value, outer, policy)
     return two.where(*[compare(exp.EQ, a, t, b, t) for (a, b), t in zip(ties, types)], copy=False)
+
+
+def _star_of_its_own(select: exp.Select) -> None:
+    """``SELECT *`` (or DuckDB's ``FROM t WHERE ...``) written as each of its FROM items' ``alias.*``, in
+    place: the table of released values joined next is not a table of the query as written, and its
+    columns are no output of it (the slow differential test found them answered)."""
+    if not any(isinstance(e, exp.Star) for e in select.expressions):
+        return
+    items = [part.this for part in [select.args.get("from_"), *(select.args.get("joins") or [])] if part is not None]
+    own = [exp.Column(this=exp.Star(), table=ident(item.alias_or_name)) for item in items if item.alias_or_name]
+    select.set("expressions", [q for e in select.expressions for q in (
+        [c.copy() for c in own] if isinstance(e, exp.Star) else [e])])
 
 
 def _compared(comparison: exp.Expression | None, value: exp.Column, outer: dict[str, str], policy: Policy) -> None:

@@ -10,6 +10,7 @@ import re
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 from dpsql.frontend.dialect import Dpsql
 from dpsql.errors import SqlSyntaxError, UnsupportedConstruct
@@ -27,7 +28,10 @@ def parse(sql: str) -> exp.Expression:
     if not isinstance(sql, str) or not sql.strip():
         raise SqlSyntaxError("DP100", "empty query: expected one SELECT statement")
     try:
-        statements = sqlglot.parse(sql, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+        dialect = DIALECT()
+        tokens = dialect.tokenize(sql)
+        _no_empty_item(tokens, sql)
+        statements = dialect.parser(error_level=sqlglot.ErrorLevel.RAISE).parse(tokens, sql)
     except ParseError as e:
         first = e.errors[0] if e.errors else {}
         line, col = first.get("line") or 1, first.get("col") or 1
@@ -54,6 +58,19 @@ def parse(sql: str) -> exp.Expression:
         err.rule = "one_statement"
         raise err
     return column_lists(unqualified_tables(_well_formed(statements[0], sql)), sql)
+
+
+# A comma right after these starts an empty item (``SELECT , a``, ``f(, a)``, ``a, , b``), which sqlglot
+# skips and DuckDB's parser refuses; after the last item one is DuckDB's trailing comma (``SELECT a, FROM t``).
+OPENERS = frozenset({TokenType.SELECT, TokenType.DISTINCT, TokenType.COMMA, TokenType.L_PAREN})
+
+
+def _no_empty_item(tokens: list, sql: str) -> None:
+    """DP100 at a comma that starts an empty item: dpsql answers only what DuckDB would parse."""
+    for before, token in zip(tokens, tokens[1:]):
+        if token.token_type == TokenType.COMMA and before.token_type in OPENERS:
+            raise SqlSyntaxError("DP100", "syntax error: an empty item before ','", sql=sql,
+                                 start=token.start, end=token.end)
 
 
 def _well_formed(statement: exp.Expression, sql: str) -> exp.Expression:

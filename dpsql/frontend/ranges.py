@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
+import sys
 from fractions import Fraction
 
 from sqlglot import exp
@@ -118,7 +119,10 @@ def _value(node: exp.Expression | None):
 
 
 def _number(value: Fraction, side: str, strict: bool, integer: bool) -> float:
-    """The closed bound a comparison puts on a number column, as a double on its outer side."""
+    """The closed bound a comparison puts on a number column, as a double on its outer side; a literal past
+    the doubles' range (1e400) as an infinity of its sign, which narrows nothing (``narrowed``)."""
+    if abs(value) > Fraction(sys.float_info.max):
+        return math.inf if value > 0 else -math.inf
     if integer:   # an integer column: x > 5.5 and x > 5 both mean x >= 6
         whole = math.floor(value) + 1 if strict or value != math.floor(value) else value
         return float(whole if side == "lower" else (math.ceil(value) - 1 if strict or value != math.ceil(value)
