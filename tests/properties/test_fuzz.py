@@ -266,6 +266,8 @@ def _aggregate_columns(result) -> list[int]:
     Group keys, and expressions over released outputs (post-processing, e.g. ``NOT sex`` or
     ``SUM(x) / COUNT(*)``), may be anything: they depend on the data only through noisy values.
     """
+    if getattr(result.plan, "then", None) is not None:   # a public last stage's rows (plan/model.py PublicStage)
+        return []
     try:
         outputs = result.plan.visible_outputs
         if len(outputs) == len(result.columns):
