@@ -137,6 +137,7 @@ def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: 
         # a public last stage (plan/model.py PublicStage): the release's rows fill its table (kept), then
         # the last stage is what runs; at other stages the release's own lowering is the query's
         _engine(db).hold(plan.then.values)
+        running.check(plan, NO_DEADLINE)   # as db.sql: the last stage tried before the charge (DP318)
         running.fill(plan.then.values, fetch(db, bind(db, plan.rewritten_sql)), keys_of_values(plan.then.values))
         return plan.then.plan
     if not isinstance(plan, Plan) or not plan.stages:
