@@ -12,6 +12,12 @@ EXIT_CODES = {"refused": 2, "setup": 3, "failed": 1}   # the CLI's exit codes; 0
 _SETUP_CODES = ("DP403", "DP404", "DP405", "DP406", "DP410")
 
 
+def first_line(err: BaseException) -> str:
+    """An exception's message, its first line only (an engine's error), or its type's name when it has none."""
+    text = str(err)
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def error_kind(code: str) -> str:
     """What an error code means for whoever runs dpsql: the one mapping from codes to exit codes.
 

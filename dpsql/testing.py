@@ -137,8 +137,8 @@ def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: 
         # a public last stage (plan/model.py PublicStage): the release's rows fill its table (kept), then
         # the last stage is what runs; at other stages the release's own lowering is the query's
         _engine(db).hold(plan.then.values)
-        running.check(plan, NO_DEADLINE)   # as db.sql: the last stage tried before the charge (DP318)
-        running.fill(plan.then.values, fetch(db, bind(db, plan.rewritten_sql)), keys_of_values(plan.then.values))
+        release = running.check(plan, NO_DEADLINE).query   # as db.sql: the last stage tried first (DP318)
+        running.fill(plan.then.values, fetch(db, release), keys_of_values(plan.then.values))
         return plan.then.plan
     if not isinstance(plan, Plan) or not plan.stages:
         return plan
@@ -168,7 +168,6 @@ def run(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: fl
     """
     plan = lower(db, sql, epsilon, delta, noise=noise, sampling=sampling, stage=stage, **options)
     return Exact(plan, fetch(db, bind(db, plan.rewritten_sql)))
-
 
 
 def run_shared(db: PrivateConnection, sqls: list[str], epsilon: float | None = None, delta: float | None = None, *,

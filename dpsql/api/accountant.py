@@ -22,7 +22,7 @@ from dpsql.accounting.released import VALUE, Measured
 from dpsql.api import replay
 from dpsql.api.plan_cache import Entry
 from dpsql.api.replay import plan_signature
-from dpsql.errors import DeadlineExceeded, ExecutionError
+from dpsql.errors import DeadlineExceeded, ExecutionError, first_line
 from dpsql.limits import Deadline
 from dpsql.plan.local import LocalPlan
 from dpsql.plan.model import Plan
@@ -185,7 +185,7 @@ class Accountant:
             table = run()
         except (duckdb.Error, pa.ArrowException, ValueError, OverflowError) as e:
             self.ledger.fail(ticket)
-            first = (str(e).splitlines()[0] if str(e) else type(e).__name__) if public else "no detail (private data)"
+            first = first_line(e) if public else "no detail (private data)"
             raise ExecutionError("DP900", f"the query failed while running: {first}", hint=spent) from None
         except DeadlineExceeded as stopped:
             self.ledger.fail(ticket)

@@ -81,10 +81,10 @@ class Answers(Mapping[str, Result]):
 
 def charged_run(planner: Planner, accountant: Accountant, executor: Executor, sql: str, plan: Plan,
                 ticket: Ticket, bind: Callable[[], Bound], clock: Deadline, options: dict) -> pa.Table:
-    # A charge of measurements by identity runs with those it replays (accounting/released.py).
     """A charged plan bound (``bind``), run by the executor in the caller's turn and settled by the
-    accountant: released with its answer, or failed and still spent. ``options``: the call's, to plan
-    a last stage again with its earlier stages' values (``Planner.last_stage``)."""
+    accountant: released with its answer, or failed and still spent; a charge of measurements by identity
+    runs with those it replays (accounting/released.py). ``options``: the call's, to plan a last stage
+    again with its earlier stages' values (``Planner.last_stage``)."""
     replan = functools.partial(planner.last_stage, sql, plan, options=options)
 
     def run() -> pa.Table:

@@ -133,11 +133,12 @@ class Executor:
     def _bound(self, plan: Plan) -> duckdb.DuckDBPyRelation:
         """A DP plan's SQL bound, with a fresh salt for its keyed hash if it reads one (lower/bounding.py):
         drawn from the connection's one random source, never from the query's text."""
-        return self.engine.bind(plan.rewritten_sql, self._salt() if plan.salted else None)
+        return self._bind(plan.rewritten_sql, plan.salted)
 
-    def _salt(self) -> dict:
-        """The parameters of one bind of a salted query: a salt from the connection's one random source."""
-        return {SALT: int(self.source.below(np.array([SALT_BOUND], dtype=np.int64))[0])}
+    def _bind(self, sql: str, salted: bool) -> duckdb.DuckDBPyRelation:
+        """``sql`` bound, given a salt from the connection's one random source if it reads one."""
+        salt = {SALT: int(self.source.below(np.array([SALT_BOUND], dtype=np.int64))[0])} if salted else None
+        return self.engine.bind(sql, salt)
 
     def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan,
             kept: tuple[pa.Table | None, ...] | None = None) -> pa.Table | tuple[pa.Table, pa.Table | None]:
@@ -154,7 +155,7 @@ class Executor:
     def bind_shared(self, query: Shared) -> duckdb.DuckDBPyRelation:
         """A shared query of a batch's statements bound (lower/shared.py; DP311 before the charge), with a
         fresh salt if it reads one (as ``_bound``)."""
-        return self.engine.bind(query.sql, self._salt() if query.salted else None)
+        return self._bind(query.sql, query.salted)
 
     def run_shared(self, bound: duckdb.DuckDBPyRelation, clock: Deadline) -> pa.Table:
         """A charged shared query run to its tagged answer (lower/shared.py ``split`` cuts it): one query,

@@ -21,7 +21,7 @@ from dpsql.engines.duckdb_schema import KEY_LITERALS_MAX, bind_schema, check_ref
     repeats_as_compared, table_schema
 from dpsql.engines.turns import Turns
 from dpsql.engines.versions import file_data_version
-from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct
+from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct, first_line
 from dpsql.limits import NO_DEADLINE, Deadline
 from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 from dpsql.policy.model import Source
@@ -317,7 +317,7 @@ class DuckDBEngine:
         try:
             self.con.execute(f"SELECT * FROM {sources.quoted(table)} LIMIT 0")
         except duckdb.Error as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            first = first_line(e)
             raise PolicyError("DP503", f"table {table!r} cannot be read once the connection is locked down: {first}",
                               hint=f"a view that reads files cannot run without file access: declare the file in "
                                    f"the policy (tables.{table}.source: data.parquet), pass it to dpsql.connect("
@@ -354,7 +354,7 @@ class DuckDBEngine:
             with self.run_lock:
                 return self.con.sql(sql, params=params)
         except duckdb.Error as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            first = first_line(e)
             raise UnsupportedConstruct("DP311", f"DuckDB cannot run this query: {first}", rule="engine_binds",
                                        hint="nothing was spent; check the types of the expressions") from None
 
@@ -363,18 +363,14 @@ class DuckDBEngine:
         """Run a bound query to the end, interrupted at the deadline (DP425: the caller says whether
         anything was spent). ``max_rows``: count the rows as they stream and stop past it (DP315)."""
         with self.run_lock, self._interrupted_at(deadline):
-            if deadline.passed():
-                raise DeadlineExceeded("DP425", f"the query reached its deadline of {deadline.seconds:g} s before "
-                                       "it ran", hint="retry later")
+            _started(deadline)
             return bound.to_arrow_table() if max_rows is None else _at_most(bound, max_rows)
 
     def drain(self, bound: duckdb.DuckDBPyRelation, deadline: Deadline = NO_DEADLINE) -> str | None:
         """Run a bound query to the end, its rows read in batches and dropped (a dry run: only whether it
         fails matters): the first line of DuckDB's error, or None; interrupted at the deadline (DP425)."""
         with self.run_lock, self._interrupted_at(deadline):
-            if deadline.passed():
-                raise DeadlineExceeded("DP425", f"the query reached its deadline of {deadline.seconds:g} s before "
-                                       "it ran", hint="retry later")
+            _started(deadline)
             try:
                 reader = bound.to_arrow_reader(BATCH_ROWS)
                 try:
@@ -385,11 +381,18 @@ class DuckDBEngine:
             except duckdb.InterruptException:
                 raise
             except duckdb.Error as e:
-                return str(e).splitlines()[0] if str(e) else type(e).__name__
+                return first_line(e)
         return None
 
     def close(self) -> None:
         self.con.close()
+
+
+def _started(deadline: Deadline) -> None:
+    """DP425 for a query whose deadline passed before it ran (waiting for the engine's turn)."""
+    if deadline.passed():
+        raise DeadlineExceeded("DP425", f"the query reached its deadline of {deadline.seconds:g} s before it ran",
+                               hint="retry later")
 
 
 def _at_most(bound: duckdb.DuckDBPyRelation, max_rows: int) -> pa.Table:

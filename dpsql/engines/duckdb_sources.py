@@ -29,7 +29,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from dpsql.errors import PolicyError
+from dpsql.errors import PolicyError, first_line
 from dpsql.policy.model import Policy
 from dpsql.policy.model import Source
 from dpsql.policy.sources import format_of
@@ -133,7 +133,7 @@ def read_source(con: duckdb.DuckDBPyConnection, table: str, source: Source, file
             else:
                 _copy(con, table, reader.sql(sql, params=params).to_arrow_table())
     except duckdb.Error as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        first = first_line(e)
         if source.format == "duckdb":
             raise unreadable(table, source.describe(), first) from None
         other = "csv" if source.format == "parquet" else "parquet"
@@ -190,7 +190,7 @@ def read_object(con: duckdb.DuckDBPyConnection, table: str, value: Any) -> None:
     try:
         _copy(con, table, value)
     except (duckdb.Error, TypeError, ValueError, NotImplementedError, pa.ArrowException) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        first = first_line(e)
         column = _unreadable_column(con, value)
         hint = (f"convert column {column!r} to a plain type (numbers, text, dates: df[{column!r}].astype(float) "
                 "or .astype(str)) or drop it; nothing was spent") if column else \

@@ -186,12 +186,12 @@ def _check_own(column: exp.Column, own: dict[str, str], sql: str, policy: Policy
 
 def tables(select: exp.Select) -> dict[str, str]:
     """alias (or name) -> table name, of the tables a SELECT reads directly (FROM and its joins)."""
-    found = {}
-    for part in [select.args.get("from_"), *(select.args.get("joins") or [])]:
-        table = part.this if part is not None else None
-        if isinstance(table, exp.Table):
-            found[(table.alias or table.name).lower()] = table.name.lower()
-    return found
+    return {(t.alias or t.name).lower(): t.name.lower() for t in _items(select) if isinstance(t, exp.Table)}
+
+
+def _items(select: exp.Select) -> list[exp.Expression]:
+    """The items of a SELECT's FROM and its joins (tables, subqueries), in order."""
+    return [part.this for part in [select.args.get("from_"), *(select.args.get("joins") or [])] if part is not None]
 
 
 def _stage_one(statement: exp.Select, inner: exp.Select, alias: str, table: str, keys: list[str],
@@ -320,8 +320,7 @@ def _star_of_its_own(select: exp.Select) -> None:
     columns are no output of it (the slow differential test found them answered)."""
     if not any(isinstance(e, exp.Star) for e in select.expressions):
         return
-    items = [part.this for part in [select.args.get("from_"), *(select.args.get("joins") or [])] if part is not None]
-    own = [exp.Column(this=exp.Star(), table=ident(item.alias_or_name)) for item in items if item.alias_or_name]
+    own = [exp.Column(this=exp.Star(), table=ident(item.alias_or_name)) for item in _items(select) if item.alias_or_name]
     select.set("expressions", [q for e in select.expressions for q in (
         [c.copy() for c in own] if isinstance(e, exp.Star) else [e])])
 

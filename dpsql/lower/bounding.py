@@ -158,7 +158,7 @@ def needs_partition_sampling(plan: Plan) -> bool:
     return plan.partitions is None or plan.partitions > plan.max_groups
 
 
-def user_level_ctes(plan: Plan, sampling: str = "random") -> list[tuple[str, exp.Select]]:
+def user_level_ctes(plan: Plan, sampling: str = "keyed") -> list[tuple[str, exp.Select]]:
     """__units and __bounded: contribution bounding per unit, C within and L across partitions.
 
     A unit's partitions are ranked by a keyed hash of (unit, key, salt), the salt a query parameter
