@@ -14,6 +14,7 @@ from sqlglot.tokens import TokenType
 
 from dpsql.frontend.dialect import Dpsql
 from dpsql.errors import SqlSyntaxError, UnsupportedConstruct
+from dpsql.sql.keywords import BARE_ITEM_ALIAS, BARE_TABLE_ALIAS, TABLE_ALIAS
 from dpsql.sql.positions import offset_of, span
 from dpsql.sql.schemas import ENGINE_SCHEMAS
 
@@ -57,7 +58,8 @@ def parse(sql: str) -> exp.Expression:
                                    sql=sql, start=start, end=end)
         err.rule = "one_statement"
         raise err
-    return column_lists(unqualified_tables(_well_formed(statements[0], sql)), sql)
+    statement = _aliases_duckdb_reads(_well_formed(statements[0], sql), tokens, sql)
+    return column_lists(unqualified_tables(_columns_named_so(statement, sql)), sql)
 
 
 # A comma right after these starts an empty item (``SELECT , a``, ``f(, a)``, ``a, , b``), which sqlglot
@@ -65,12 +67,23 @@ def parse(sql: str) -> exp.Expression:
 OPENERS = frozenset({TokenType.SELECT, TokenType.DISTINCT, TokenType.COMMA, TokenType.L_PAREN})
 
 
+# An AS before these names nothing (``SELECT x AS, y``, ``FROM t AS``), which sqlglot drops and DuckDB refuses.
+CLOSERS = frozenset({TokenType.COMMA, TokenType.R_PAREN, TokenType.SEMICOLON})
+
+
 def _no_empty_item(tokens: list, sql: str) -> None:
-    """DP100 at a comma that starts an empty item: dpsql answers only what DuckDB would parse."""
+    """DP100 at a comma that starts an empty item, or at an AS without its name: dpsql answers only what
+    DuckDB would parse."""
     for before, token in zip(tokens, tokens[1:]):
         if token.token_type == TokenType.COMMA and before.token_type in OPENERS:
             raise SqlSyntaxError("DP100", "syntax error: an empty item before ','", sql=sql,
                                  start=token.start, end=token.end)
+        if before.token_type == TokenType.ALIAS and token.token_type in CLOSERS:
+            raise SqlSyntaxError("DP100", "syntax error: AS without a name", sql=sql,
+                                 start=before.start, end=before.end)
+    if tokens and tokens[-1].token_type == TokenType.ALIAS:
+        raise SqlSyntaxError("DP100", "syntax error: AS without a name", sql=sql,
+                             start=tokens[-1].start, end=tokens[-1].end)
 
 
 def _well_formed(statement: exp.Expression, sql: str) -> exp.Expression:
@@ -84,6 +97,11 @@ def _well_formed(statement: exp.Expression, sql: str) -> exp.Expression:
             start, end = span(test.expression, sql)
             raise SqlSyntaxError("DP100", "syntax error: IS takes NULL, TRUE, FALSE or DISTINCT FROM", sql=sql,
                                  start=start, end=end)
+    for test in statement.find_all(exp.In):   # ``x IN ()``: sqlglot reads an empty list, DuckDB refuses it
+        if not any(test.args.get(k) for k in ("expressions", "query", "field", "unnest")):
+            start, end = span(test, sql)
+            raise SqlSyntaxError("DP100", "syntax error: IN needs a list of values or a subquery", sql=sql,
+                                 start=start, end=end)
     for node in statement.find_all(exp.Func):
         if not any(node.args.values()):
             try:
@@ -92,6 +110,45 @@ def _well_formed(statement: exp.Expression, sql: str) -> exp.Expression:
                 start, end = span(node, sql)
                 raise SqlSyntaxError("DP100", f"syntax error: {node.sql_name()}() needs arguments", sql=sql,
                                      start=start, end=end) from None
+    return statement
+
+
+def _aliases_duckdb_reads(statement: exp.Expression, tokens: list, sql: str) -> exp.Expression:
+    """The statement, unless an unquoted alias is a keyword DuckDB's parser refuses there (sql/keywords.py):
+    sqlglot reads ``SELECT COUNT(*) all FROM t`` as an alias ``all``, DuckDB as a syntax error (DP100)."""
+    before = {token.start: prev.token_type for prev, token in zip(tokens, tokens[1:])}
+    for ident in statement.find_all(exp.Identifier):
+        parent, start = ident.parent, ident.meta.get("start")
+        if ident.quoted or start is None:
+            continue
+        written_as = before.get(start) == TokenType.ALIAS
+        if isinstance(parent, exp.Alias) and parent.args.get("alias") is ident:
+            refused = not written_as and ident.name.lower() in BARE_ITEM_ALIAS
+        elif isinstance(parent, exp.TableAlias) and parent.this is ident and \
+                isinstance(parent.parent, (exp.Table, exp.Subquery)):
+            refused = ident.name.lower() in (TABLE_ALIAS if written_as else BARE_TABLE_ALIAS)
+        else:
+            continue
+        if refused:
+            raise SqlSyntaxError("DP100", f"syntax error: {ident.name} is a keyword here; quote it to name an alias",
+                                 sql=sql, start=start, end=ident.meta["end"])
+    return statement
+
+
+def _columns_named_so(statement: exp.Expression, sql: str) -> exp.Expression:
+    """The statement, unless a column is named with more than its table (``clinics.clinics.clinic``,
+    ``PUMS.PUMS.age``): DuckDB reads the first part as a schema or the last as a struct's field, and
+    dpsql names a policy's tables unqualified (DP202), on every path: the single table's, the joins', the
+    stages' and the public queries'."""
+    for col in statement.find_all(exp.Column):
+        if col.args.get("db") or col.args.get("catalog"):
+            start, end = span(col, sql)
+            err = UnsupportedConstruct("DP202", f"qualified column names are not allowed: {col.sql()}", sql=sql,
+                                       start=start, end=end,
+                                       hint=f"write {col.table}.{col.name} or {col.name}: a column is named "
+                                            "by its table or alias, if at all")
+            err.rule = "known_columns"
+            raise err
     return statement
 
 
