@@ -147,7 +147,7 @@ def lower(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: 
     for s in plan.stages:
         ran = planning.lowered(s.plan.sql, s.plan.epsilon, s.plan.delta, noise_function=_function(db, earlier),
                           sampling=sampling)
-        table = fetch(db, bind(db, ran.rewritten_sql))
+        table = fetch(db, _engine(db).bind(ran.rewritten_sql, params(ran.rewritten_sql), ran.lowered))
         values.append(table.column(0)[0].as_py() if table.num_rows == 1 else None)
         if s.values is not None:   # a correlated stage: its rows fill the table the last stage reads (kept)
             _engine(db).hold(s.values)
@@ -168,6 +168,17 @@ def run(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: fl
     """
     plan = lower(db, sql, epsilon, delta, noise=noise, sampling=sampling, stage=stage, **options)
     return Exact(plan, fetch(db, bind(db, plan.rewritten_sql)))
+
+
+def run_on_engine(db: PrivateConnection, sql: str, epsilon: float | None = None, delta: float | None = None, *,
+                  noise: str = "identity", sampling: str = "hash", **options) -> Exact:
+    """``run`` through the engine's own ``bind`` and ``run`` with the plan's tree (Plan.lowered), as the
+    executor binds it: an engine of stages (engines/spark.py) splits and prints it itself, and refuses
+    what it cannot run (DP440). The salt, if read, fixed as ``params`` fixes it."""
+    plan = lower(db, sql, epsilon, delta, noise=noise, sampling=sampling, **options)
+    engine = db._engine
+    return Exact(plan, engine.run(engine.bind(plan.rewritten_sql, params(plan.rewritten_sql),
+                                              getattr(plan, "lowered", None))))
 
 
 def run_shared(db: PrivateConnection, sqls: list[str], epsilon: float | None = None, delta: float | None = None, *,

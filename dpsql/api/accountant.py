@@ -12,7 +12,6 @@ import functools
 from dataclasses import dataclass
 from typing import Callable, Sequence, TypeAlias
 
-import duckdb
 import pyarrow as pa
 
 from dpsql.accounting import measurements
@@ -22,6 +21,7 @@ from dpsql.accounting.released import VALUE, Measured
 from dpsql.api import replay
 from dpsql.api.plan_cache import Entry
 from dpsql.api.replay import plan_signature
+from dpsql.engines.failures import ENGINE_ERRORS
 from dpsql.errors import DeadlineExceeded, ExecutionError, first_line
 from dpsql.limits import Deadline
 from dpsql.plan.local import LocalPlan
@@ -161,7 +161,7 @@ class Accountant:
             self.ledger.fail(ticket)
             raise DeadlineExceeded("DP901", f"{stopped.message}; its budget stays spent",
                                    hint="ask for less, or ask the data owner for a longer deadline") from None
-        except (duckdb.Error, pa.ArrowException, ValueError, OverflowError):
+        except (*ENGINE_ERRORS, pa.ArrowException, ValueError, OverflowError):
             self.ledger.fail(ticket)
             raise ExecutionError("DP900", "the query failed while running; its budget stays spent") from None
         except BaseException:
@@ -183,7 +183,7 @@ class Accountant:
         spent = "public tables only: nothing was spent" if public else "local model: nothing was spent"
         try:
             table = run()
-        except (duckdb.Error, pa.ArrowException, ValueError, OverflowError) as e:
+        except (*ENGINE_ERRORS, pa.ArrowException, ValueError, OverflowError) as e:
             self.ledger.fail(ticket)
             first = first_line(e) if public else "no detail (private data)"
             raise ExecutionError("DP900", f"the query failed while running: {first}", hint=spent) from None

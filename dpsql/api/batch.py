@@ -28,7 +28,6 @@ import functools
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
-import duckdb
 import pyarrow as pa
 
 from dpsql.accounting.ledger import Ticket
@@ -39,7 +38,8 @@ from dpsql.api.plan_cache import Entry
 from dpsql.api.planner import Planner
 from dpsql.api.result import Result
 from dpsql.api.statements import Statement, allocate, statements
-from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.engines.base import Engine
+from dpsql.engines.failures import ENGINE_ERRORS
 from dpsql.errors import DpsqlError, ExecutionError, NeedsBounds
 from dpsql.limits import Deadline
 from dpsql.lower import shared
@@ -125,7 +125,7 @@ class Group:
 class Batch:
     """One connection's batch path, over its engine and its three parts (see the module docstring)."""
 
-    def __init__(self, engine: DuckDBEngine, planner: Planner, accountant: Accountant, executor: Executor):
+    def __init__(self, engine: Engine, planner: Planner, accountant: Accountant, executor: Executor):
         self.engine, self.planner, self.accountant, self.executor = engine, planner, accountant, executor
 
     def answer(self, given: Sequence[str | Statement], epsilon: float | None, delta: float | None,
@@ -139,7 +139,7 @@ class Batch:
             repeats = {i: first.setdefault(o.replay_key, i) for i, o in enumerate(orders)
                        if o.replay_key is not None and not call.fresh}
             charged = [i for i in range(len(batch)) if repeats.get(i, i) == i]
-            groups = self._groups(entries, charged) if call.shared_scans else []
+            groups = self._groups(entries, charged) if call.shared_scans and self.engine.one_query else []
             charge_by(clock)
             made = self.accountant.reserve_many([orders[i] for i in charged], call.analyst)
         tickets = dict(zip(charged, made))
@@ -259,7 +259,7 @@ class Batch:
                     raise ExecutionError("DP900", "the query could not be bound again to run; its budget "
                                          "stays spent") from None
                 tables = shared.split(group.query, self.executor.run_shared(bound, clock))
-            except (DpsqlError, duckdb.Error, pa.ArrowException, ValueError, OverflowError) as err:
+            except (DpsqlError, *ENGINE_ERRORS, pa.ArrowException, ValueError, OverflowError) as err:
                 failure = err
             except BaseException:   # interrupted: the first is recorded failed here, the rest by the caller
                 self.accountant.fail(tickets[group.members[0]])

@@ -18,7 +18,6 @@ import weakref
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -33,7 +32,8 @@ from dpsql.limits import Deadline, WorkLimits, check_seconds
 from dpsql.policy.loading import load_policy
 from dpsql.policy.model import Policy
 from dpsql.engines import versions
-from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.engines.base import Engine
+from dpsql.engines.open import described, open_engine
 from dpsql.api import replay
 from dpsql.api.accountant import Accountant, charge_by
 from dpsql.api.batch import Answers, Batch, Call, charged_run
@@ -50,7 +50,7 @@ class PrivateConnection:
     Use ``dpsql.connect`` to make one.
     """
 
-    def __init__(self, engine: DuckDBEngine, policy: Policy, ledger: ledgers.Ledger,
+    def __init__(self, engine: Engine, policy: Policy, ledger: ledgers.Ledger,
                  rng: np.random.Generator | randomness.RandomSource | None = None, *, data_version: str | None = None,
                  limits: WorkLimits | None = None):
         self._engine = engine
@@ -321,7 +321,7 @@ class AnalystView:
 def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger=None,
             rng: np.random.Generator | randomness.RandomSource | None = None, *,
             data_version: str | None = None, limits: WorkLimits | None = None) -> PrivateConnection:
-    """Open a differentially private connection over DuckDB, files or DataFrames.
+    """Open a differentially private connection over DuckDB, files, DataFrames or a Spark session.
 
     Args:
         con_or_path: where the data is (dpsql reads files and DataFrames itself, before the lock-down):
@@ -329,7 +329,10 @@ def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger
             it down; its tables, views, TEMP tables and registered DataFrames); a Parquet or CSV file
             (one table: the policy's table without a ``source:``, or the one named like the file); a
             dict ``{"people": df, "visits": "visits.parquet"}`` of pandas/polars DataFrames, Arrow tables
-            or Parquet/CSV paths; one DataFrame (one table); or None (every table from its ``source:``).
+            or Parquet/CSV paths; one DataFrame (one table); or None (every table from its ``source:``); or a
+            ``pyspark.sql.SparkSession`` (engines/spark.py: the session's tables and views of the policy's
+            names, or its ``source:`` paths read by Spark; the exact stage runs on Spark, the noise in this
+            process; ``pip install 'dpsql[spark]'``).
         policy: the data owner's policy, a YAML path or a dict (see docs/architecture.md and README).
         ledger: the SQLite file that records every spend, across processes and crashes. Default for a
             database or data file: ``<file>.dpsql-ledger.sqlite`` beside it. Other data has no file, so
@@ -357,10 +360,10 @@ def connect(con_or_path=None, policy: str | Path | Mapping | None = None, ledger
     home = _ledger_home(con_or_path)
     if ledger is None and home is None:
         raise ledgers.LedgerError(
-            "DP403", f"{_what(con_or_path)} has no database file to keep the budget ledger beside",
+            "DP403", f"{described(con_or_path)} has no database file to keep the budget ledger beside",
             hint="pass ledger=\"budget.sqlite\" (persistent) or ledger=\":memory:\" (this connection only: "
                  "the budget starts afresh with every connection)")
-    engine = DuckDBEngine.open(con_or_path, pol)
+    engine = open_engine(con_or_path, pol)
     try:
         read = engine.read_sources(pol)   # before the lock-down: dpsql reads the files itself
         stable = None if engine.opaque else versions.file_data_version(engine.path, read)   # after the read-only open
@@ -383,14 +386,6 @@ def _ledger_home(con_or_path) -> str | None:
     if not isinstance(con_or_path, (str, Path)) or any(ch in str(con_or_path) for ch in "*?["):
         return None
     return str(con_or_path)
-
-
-def _what(con_or_path) -> str:
-    if isinstance(con_or_path, duckdb.DuckDBPyConnection):
-        return "a DuckDB connection object"
-    if con_or_path is None or isinstance(con_or_path, (str, Path)):
-        return "data read from sources or a glob"
-    return "in-memory data (DataFrames)"
 
 
 __all__ = ["connect", "PrivateConnection", "Result", "DpsqlError", "Statement", "Answers"]

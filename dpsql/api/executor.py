@@ -15,15 +15,14 @@ import secrets
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
 from dpsql.accounting import measurements
 from dpsql.accounting.released import VALUE
-from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.engines.base import Engine
 from dpsql.errors import ExecutionError, UnsupportedConstruct
 from dpsql.frontend.correlated import TABLE as CORRELATED_VALUES, VALUE as CORRELATED_VALUE
 from dpsql.limits import Deadline, WorkLimits
@@ -49,8 +48,8 @@ Replan = Callable[[list], Plan]
 @dataclass(frozen=True)
 class Bound:
     """A DP plan bound on the engine: the query, and its earlier stages in order."""
-    query: duckdb.DuckDBPyRelation
-    earlier: tuple[duckdb.DuckDBPyRelation, ...]
+    query: Any
+    earlier: tuple[Any, ...]
 
 
 def held(plan) -> list[TablePolicy]:
@@ -63,7 +62,7 @@ def held(plan) -> list[TablePolicy]:
 class Executor:
     """Runs bound plans on one engine, drawing noise from one source (see the module docstring)."""
 
-    def __init__(self, engine: DuckDBEngine, limits: WorkLimits,
+    def __init__(self, engine: Engine, limits: WorkLimits,
                  rng: np.random.Generator | randomness.RandomSource | None = None):
         self.engine = engine
         self.limits = limits
@@ -130,15 +129,16 @@ class Executor:
                                            hint="nothing was spent; check the types of the expressions")
         return bound
 
-    def _bound(self, plan: Plan) -> duckdb.DuckDBPyRelation:
+    def _bound(self, plan: Plan) -> Any:
         """A DP plan's SQL bound, with a fresh salt for its keyed hash if it reads one (lower/bounding.py):
-        drawn from the connection's one random source, never from the query's text."""
-        return self._bind(plan.rewritten_sql, plan.salted)
+        drawn from the connection's one random source, never from the query's text. The engine gets the
+        plan's tree too (an engine of stages splits it: lower/program.py)."""
+        return self._bind(plan.rewritten_sql, plan.salted, plan.lowered)
 
-    def _bind(self, sql: str, salted: bool) -> duckdb.DuckDBPyRelation:
+    def _bind(self, sql: str, salted: bool, lowered=None) -> Any:
         """``sql`` bound, given a salt from the connection's one random source if it reads one."""
         salt = {SALT: int(self.source.below(np.array([SALT_BOUND], dtype=np.int64))[0])} if salted else None
-        return self.engine.bind(sql, salt)
+        return self.engine.bind(sql, salt, lowered)
 
     def run(self, plan: Plan, bound: Bound, clock: Deadline, replan: Replan,
             kept: tuple[pa.Table | None, ...] | None = None) -> pa.Table | tuple[pa.Table, pa.Table | None]:
@@ -152,12 +152,12 @@ class Executor:
         table = self.engine.run(query, clock)
         return self._then(plan, table, clock) if plan.then is not None else table
 
-    def bind_shared(self, query: Shared) -> duckdb.DuckDBPyRelation:
+    def bind_shared(self, query: Shared) -> Any:
         """A shared query of a batch's statements bound (lower/shared.py; DP311 before the charge), with a
         fresh salt if it reads one (as ``_bound``)."""
         return self._bind(query.sql, query.salted)
 
-    def run_shared(self, bound: duckdb.DuckDBPyRelation, clock: Deadline) -> pa.Table:
+    def run_shared(self, bound: Any, clock: Deadline) -> pa.Table:
         """A charged shared query run to its tagged answer (lower/shared.py ``split`` cuts it): one query,
         so one buffer of draws, cleared first as for any query; every group's and measurement's draw
         is its own (the buffer hands each out once)."""
@@ -202,15 +202,15 @@ class Executor:
                 self._sql.popitem(last=False)
         return made
 
-    def bind_exact(self, plan: PublicPlan | LocalPlan) -> duckdb.DuckDBPyRelation:
+    def bind_exact(self, plan: PublicPlan | LocalPlan) -> Any:
         """A public-only or local-model plan bound (before it is recorded: a binder error is DP311, free)."""
         return self.engine.bind(plan.rewritten_sql)
 
-    def run_exact(self, bound: duckdb.DuckDBPyRelation, clock: Deadline) -> pa.Table:
+    def run_exact(self, bound: Any, clock: Deadline) -> pa.Table:
         """A public-only or local-model plan run exactly, at most ``limits.max_rows`` rows (DP315)."""
         return self.engine.run(bound, clock, max_rows=self.limits.max_rows)
 
-    def _run_stages(self, plan: Plan, earlier, clock: Deadline, replan: Replan) -> duckdb.DuckDBPyRelation:
+    def _run_stages(self, plan: Plan, earlier, clock: Deadline, replan: Replan) -> Any:
         """Run the earlier stages (each one released value: its one row's first column; none: NULL), then
         bind the last one with their values (``replan``: the planner's ``last_stage`` with the call's
         options). A correlated stage's released rows fill its table instead, and the last stage is bound

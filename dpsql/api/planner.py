@@ -18,8 +18,7 @@ from dpsql.api.plan_cache import Entry, PlanCache, key as plan_key
 from dpsql.api.reads import Reads
 from dpsql.api.replay import noisy_values_sql
 from dpsql.api.result import Result
-from dpsql.engines.duckdb import DuckDBEngine
-from dpsql.engines.duckdb_names import expression_name
+from dpsql.engines.base import Engine
 from dpsql.errors import DpsqlError, ExecutionError, InvalidParameter, NeedsBounds, SqlSyntaxError, UnsupportedConstruct
 from dpsql.frontend import size
 from dpsql.frontend.arg_max import arg_max, named_lookup
@@ -65,7 +64,7 @@ def _choose(name: str, caller, query, default):
     return caller if caller is not None else query if query is not None else default
 
 
-def _duckdb_names(parsed, policy: Policy) -> list[str | None]:
+def _duckdb_names(parsed, policy: Policy, expression_name: Callable[[str], str | None]) -> list[str | None]:
     """The output names plain DuckDB gives the query as written (issue 25, item 1): aliases and columns
     by frontend/names.py, other expressions printed by DuckDB's parser (None: it could not; the plan's
     own name stays). Read before the passes below rename columns; a function of the text alone."""
@@ -78,7 +77,7 @@ class Planner:
     """SQL text to plans for one connection: its policy (with the automatic bounds chosen so far), its
     limits, its noise function's name and its values' table (api/executor.py), one plan cache."""
 
-    def __init__(self, engine: DuckDBEngine, policy: Policy, limits: WorkLimits, noise_function: str,
+    def __init__(self, engine: Engine, policy: Policy, limits: WorkLimits, noise_function: str,
                  values_table: str, histogram: Histogram | None = None):
         self.policy = policy
         self.limits = limits
@@ -205,7 +204,7 @@ class Planner:
             local = local_query(parsed, policy)
             if local is not None:   # a count of a randomized column's reports (frontend/local.py): no central noise
                 return local_plan(local, sql, policy, ci, nonnegative)
-            names = _duckdb_names(parse(named_by) if named_by else parsed, policy)
+            names = _duckdb_names(parse(named_by) if named_by else parsed, policy, self.reads.engine.expression_name)
             parsed, lookup = arg_max(parsed, policy)   # the row of the largest private total: a top-1
             statement, policy = per_person(parsed, sql, policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)

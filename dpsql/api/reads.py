@@ -12,7 +12,7 @@ import secrets
 
 from sqlglot import exp
 
-from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.engines.base import Engine
 from dpsql.frontend import key_pruning, public_bounds
 from dpsql.frontend.scope import Scope, group_keys
 from dpsql.policy.model import JointKeys, Policy
@@ -21,7 +21,7 @@ from dpsql.policy.model import JointKeys, Policy
 class Reads:
     """Planning's reads of public data on one engine (see the module docstring)."""
 
-    def __init__(self, engine: DuckDBEngine):
+    def __init__(self, engine: Engine):
         self.engine = engine
 
     def check_lookups(self, table, policy: Policy, reader: str | None, deadline: float | None) -> None:

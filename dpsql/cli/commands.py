@@ -179,6 +179,19 @@ def _connect(db_path: str, policy_path: str, **kwargs):
         return dpsql.connect(db_path, policy=policy_path, **kwargs)
 
 
+def _spark_session(master: str):
+    """A Spark session at ``master`` (engines/spark.py reads the policy's ``source:`` paths through it); a
+    set-up error (exit 3) without pyspark."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise click.ClickException("--engine spark needs pyspark: pip install 'dpsql[spark]'") from None
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # Python workers run this interpreter
+    session = SparkSession.builder.master(master).appName("dpsql").config("spark.ui.enabled", "false").getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
 # --- commands ------------------------------------------------------------------------------------
 
 @click.group(cls=_Group)
@@ -238,10 +251,15 @@ def _mechanism(mechanism: str | None, report_clipping: bool = False) -> dict:
               help="Add <col>_ci_low/<col>_ci_high confidence intervals at this level, e.g. 0.95 (free).")
 @click.option("--raw-counts", is_flag=True, default=False,
               help="Release counts (and sums of non-negative values) without clamping them at 0.")
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+              help="Where the exact stage runs: DuckDB, or Spark (the policy's source: paths read by Spark; "
+                   "the noise runs in this process; needs pip install 'dpsql[spark]').")
+@click.option("--spark-master", default="local[*]", show_default=True, metavar="URL",
+              help="With --engine spark: the Spark master (local[*], spark://host:7077, yarn, ...).")
 @mechanism_option
 @report_option
 def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh, ci, raw_counts, output_path,
-          mechanism, report_clipping):
+          engine, spark_master, mechanism, report_clipping):
     """Answer SQL with differential privacy and print the noisy result.
 
     SQL is the query text, - to read it from stdin, or -f FILE. --db, --policy and --ledger default
@@ -257,13 +275,15 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
             --policy policy.yaml --ledger budget.sqlite --format json
         export DPSQL_DB=people.duckdb DPSQL_POLICY=policy.yaml
         dpsql query -f report.sql -o report.parquet
+        dpsql query "SELECT COUNT(*) FROM people" --engine spark --policy policy.yaml --ledger budget.sqlite
     """
     text = sql
     fmt = output_format(fmt, output_path)   # a usage error before anything is spent
     check_destination(output_path)
     chosen = _mechanism(mechanism, report_clipping)
     with spinner("running the query"):
-        db = _connect(db_path, policy_path, ledger=ledger) if server is None else \
+        data = _spark_session(spark_master) if engine == "spark" and server is None else db_path
+        db = _connect(data, policy_path, ledger=ledger) if server is None else \
             remote_for(server, db_path=db_path, policy_path=policy_path, ledger=ledger)
         with reporting_errors(show_details=server is not None):   # a remote error holds no data
             res = db.sql(text, epsilon=epsilon, delta=delta, fresh=fresh, ci=ci, nonnegative=not raw_counts, **chosen)

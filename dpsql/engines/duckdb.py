@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.engines import duckdb_sources as sources
+from dpsql.engines.duckdb_names import expression_name
 from dpsql.engines.duckdb_schema import KEY_LITERALS_MAX, bind_schema, check_referenced_keys, key_tables, \
     repeats_as_compared, table_schema
 from dpsql.engines.turns import Turns
@@ -44,6 +45,7 @@ class DuckDBEngine:
     """The Engine protocol (engines/base.py) over one DuckDB connection."""
 
     dialect = "duckdb"
+    one_query = True   # the whole lowered query is one statement (lower/rewrite.py)
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None, *, handed_over: bool = False,
                  data: Mapping[str, Any] | None = None):
@@ -345,9 +347,12 @@ class DuckDBEngine:
         self.con.create_function(name, udf, [listed, listed, BIGINT, BIGINT, BIGINT], listed, type="arrow",
                                  side_effects=True)
 
-    def bind(self, sql: str, params: dict | None = None) -> duckdb.DuckDBPyRelation:
+    def expression_name(self, text: str) -> str | None:
+        return expression_name(text)
+
+    def bind(self, sql: str, params: dict | None = None, lowered=None) -> duckdb.DuckDBPyRelation:
         """Parse and bind before anything is spent (``params``: the values of the SQL's named parameters,
-        dpsql's own). Parser and binder errors (a type mismatch, an expression too deep) depend only on
+        dpsql's own; ``lowered``: unused, DuckDB runs the printed SQL as one statement). Parser and binder errors (a type mismatch, an expression too deep) depend only on
         the SQL and the schema, never on the rows, so their message is safe to show, and the query is
         refused for free."""
         try:

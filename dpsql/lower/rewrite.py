@@ -138,6 +138,6 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "keyed", stage: 
         query = looked_up(plan, query)
     # Compact and without sqlglot's defensive copy: this runs on every query; explain pretty-prints.
     salted = any(p.name == SALT for p in query.find_all(exp.Placeholder))
-    return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, copy=False), salted=salted)
+    return dataclasses.replace(plan, rewritten_sql=query.sql(dialect=DIALECT, copy=False), salted=salted, lowered=query)
 
 

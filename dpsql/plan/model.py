@@ -62,6 +62,9 @@ class Plan:
     clipping: ClippingReport | None = None  # the clipping report's measurements (plan/clipping.py)
     rewritten_sql: str = field(default="", compare=False)
     salted: bool = field(default=False, compare=False)   # rewritten_sql reads the run's salt (lower/names.py SALT)
+    # rewritten_sql's own tree (lower/rewrite.py), never changed once printed: an engine that runs the
+    # query in stages (engines/spark.py) splits and prints it in its own dialect (lower/program.py)
+    lowered: exp.Select | None = field(default=None, compare=False, repr=False)
     budget_note: BudgetNote | None = field(default=None, compare=False)   # explain's: the remaining budget
 
     @property

@@ -123,11 +123,11 @@ def test_a_stage_that_fails_to_bind_spends_nothing(db, monkeypatch):
     binds = []
     real = DuckDBEngine.bind
 
-    def bind(engine, sql, params=None):
+    def bind(engine, sql, params=None, lowered=None):
         binds.append(sql)
         if len(binds) == 2:
             raise dpsql.DpsqlError("DP311", "DuckDB cannot run this query")
-        return real(engine, sql, params)
+        return real(engine, sql, params, lowered)
     monkeypatch.setattr(DuckDBEngine, "bind", bind)
     with pytest.raises(dpsql.DpsqlError) as info:
         db.sql(QUERY)

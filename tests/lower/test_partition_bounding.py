@@ -94,7 +94,8 @@ def test_the_keyed_hash_takes_a_fresh_salt_from_the_connections_source_on_every_
     engine = testing.executor(db).engine
     bound = []
     real = engine.bind
-    monkeypatch.setattr(engine, "bind", lambda sql, params=None: bound.append(params) or real(sql, params))
+    monkeypatch.setattr(engine, "bind", lambda sql, params=None, lowered=None: bound.append(params) or
+                        real(sql, params, lowered))
     sql = "SELECT k, COUNT(*) AS n FROM events GROUP BY k"
     plan = db.explain(sql)
     assert plan.salted and list(sql_tree.tree(plan).find_all(exp.Placeholder)) == [exp.Placeholder(this=SALT)]
@@ -107,7 +108,8 @@ def test_the_keyed_hash_takes_a_fresh_salt_from_the_connections_source_on_every_
     again = dpsql.connect(database(), policy=policy, ledger=":memory:", rng=np.random.default_rng(7))
     other = testing.executor(again).engine
     real_other = other.bind
-    monkeypatch.setattr(other, "bind", lambda sql, params=None: bound.append(params) or real_other(sql, params))
+    monkeypatch.setattr(other, "bind", lambda sql, params=None, lowered=None: bound.append(params) or
+                        real_other(sql, params, lowered))
     mark = len(bound)
     again.sql(sql, epsilon=1.0)
     assert bound[mark][SALT] == salts[0], "the seeded source gives the same first salt: it is the one drawn from"

@@ -1,0 +1,352 @@
+"""The Spark engine: the exact stage on Spark, the noise and everything after it on the driver.
+
+A lowered query is split after its exact totals (lower/program.py): ``__rows`` .. ``__agg`` printed for
+Spark (engines/spark_dialect.py) and run there, the heavy, deterministic part (no noise: a retried or
+recomputed task gives the same rows); ``__agg`` collected to the driver as Arrow; the rest of the very
+query DuckDB would run (the noise UDF, partition selection, a top-k's choice, post-processing) run on an
+in-memory DuckDB in this process (the *driver DuckDB*, a DuckDBEngine), with the Executor's samplers
+registered on it. Exact totals never leave this process and noise is never in a Spark expression.
+
+The driver DuckDB holds public data only, and one run's ``__agg`` while it runs: the policy's public
+tables (copied at connect: planning's reads of public keys, bounds and lookups are then DuckDB's own
+code), the long key sets (mirrored to Spark as temp views, which the exact stage may join), the
+released values of stages and replays. SQL lowered without a program of stages (a public-only query,
+a public last stage, the post-processing of released measurements) runs there; it cannot reach a
+private row, which only Spark holds.
+
+What a Spark session can and cannot be locked against: the analyst's text never reaches Spark, only
+the exact stage dpsql prints from validated nodes, reading the temp views made at connect (random
+names; a stage reading anything else is refused, DP440); ANSI mode is set on. Spark itself is not
+locked: whoever holds the session (the owner's process) can read files, change settings or replace a
+view; the guarantees assume the session is dpsql's alone while connected, as a handed-over DuckDB
+connection is the owner's.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import secrets
+import threading
+from typing import Any, Callable, Hashable, Iterable, Iterator
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from sqlglot import exp
+
+from dpsql.engines.duckdb import DuckDBEngine, _started
+from dpsql.engines.base import EngineError
+from dpsql.engines.duckdb_schema import compared
+from dpsql.engines.spark_dialect import spark_sql
+from dpsql.engines.turns import Turns
+from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct, first_line
+from dpsql.limits import NO_DEADLINE, Deadline
+from dpsql.lower.program import AGG, not_staged, split
+from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
+from dpsql.sql.compare import BARE
+
+# Spark settings dpsql needs: ANSI semantics (an overflow or a bad cast is an error, never a silent
+# wrap), which the printed exact stage's TRY_* functions turn into NULL where DuckDB's TRY does.
+# Reserved keywords enforced: else Spark reads ``FROM t WHERE (x)`` as t aliased WHERE with a column list.
+SETTINGS = (("spark.sql.ansi.enabled", "true"), ("spark.sql.ansi.enforceReservedKeywords", "true"))
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkBound:
+    """A query bound in two stages: the exact stage's DataFrame (analysed: it bound), the driver stage's
+    SQL over ``__agg``, its parameters, and its columns' names and DuckDB types (read when it was bound
+    over an empty ``__agg``: engines/duckdb.py ``rows`` makes a table of released rows like them)."""
+    exact: Any
+    driver: str
+    params: dict | None
+    columns: list[str]
+    types: list
+
+
+class SparkEngine:
+    """The Engine protocol (engines/base.py) over a SparkSession, with a driver DuckDB (see above)."""
+
+    dialect = "spark"
+    one_query = False   # a lowered query runs in two stages: no shared scans (lower/shared.py)
+
+    def __init__(self, spark: Any):
+        self.spark = spark
+        self.driver = DuckDBEngine(duckdb.connect())   # public data, released values, one run's __agg
+        self.run_lock = Turns()
+        self.path = None
+        self.handed_over = True   # the owner's session: dpsql never stops it
+        self.opaque = True        # a session's tables have no identity dpsql can name (a per-connection version)
+        self.views: dict[str, str] = {}   # a policy table (or key table) -> its temp view in Spark
+        self._prefix = f"__dpsql_{secrets.token_hex(6)}"
+        for key, value in SETTINGS:
+            spark.conf.set(key, value)
+
+    def read_sources(self, policy: Policy) -> dict[str, tuple[str, ...]]:
+        """Each policy table as a temp view of a random name: its ``source:`` read by Spark, else the
+        session's own table or view of its name (DP502 when it has none; DP505 a source Spark cannot
+        read). Public tables are copied to the driver DuckDB as well (public data: planning reads them)."""
+        for name, table in policy.tables.items():
+            frame = self._frame(name, table)
+            view = f"{self._prefix}_{len(self.views)}"
+            frame.createOrReplaceTempView(view)
+            self.views[name] = view
+            if table.public:
+                self.driver.con.register(f"__dpsql_public_{name}", frame.toArrow())
+                self.driver.con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "__dpsql_public_{name}"')
+                self.driver.con.unregister(f"__dpsql_public_{name}")
+        return {}
+
+    def _frame(self, name: str, table: TablePolicy) -> Any:
+        source = table.data_source
+        try:
+            if source is None:
+                return self.spark.table(name)
+            if source.format not in ("parquet", "csv"):
+                raise PolicyError("DP505", f"table {name!r}: Spark cannot read a {source.format} source",
+                                  hint="give Spark a Parquet or CSV source, or the session's own table")
+            reader = self.spark.read
+            if source.format == "csv":
+                reader = reader.option("header", source.header is not False).option("inferSchema", True)
+                if source.delimiter:
+                    reader = reader.option("sep", source.delimiter)
+            return reader.format(source.format).load(source.path)
+        except PolicyError:
+            raise
+        except Exception as e:   # pyspark's AnalysisException: no such table, file or column
+            what = f"its source {source.describe()}" if source is not None else "the session's table of that name"
+            raise PolicyError("DP502" if source is None else "DP505", f"table {name!r}: Spark cannot read {what}: "
+                              f"{first_line(e)}", hint="register the table in the session, or give it a source:") \
+                from None
+
+    def check_unchanged(self) -> None:
+        """Spark reads its sources at every query: no file dpsql read itself to re-check."""
+
+    def bind_policy(self, policy: Policy, prefix: str, data_version: str | None = None) -> Policy:
+        """The policy bound to the Spark views' types, as DuckDB binds them (an empty copy of each
+        private view's schema on the driver, dropped after), its referenced keys unique in Spark (DP504),
+        long key sets as key tables on the driver mirrored to Spark."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+        empty = [n for n, t in policy.tables.items() if not t.public]
+        for name in empty:
+            schema = to_arrow_schema(self.spark.table(self.views[name]).schema)
+            self.driver.con.register(f"__dpsql_empty_{name}", schema.empty_table())
+            self.driver.con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "__dpsql_empty_{name}"')
+            self.driver.con.unregister(f"__dpsql_empty_{name}")
+        try:
+            bound = self.driver.bind_policy(policy, prefix)   # its key check reads the empty copies: Spark's below
+        finally:
+            for name in empty:
+                self.driver.con.execute(f'DROP TABLE "{name}"')
+        self.driver._tables = tuple(n for n, t in policy.tables.items() if t.public)   # what its lock-down reads
+        self._check_keys(bound)
+        self._mirror_keys(bound)
+        return bound
+
+    def _check_keys(self, policy: Policy) -> None:
+        """Every key a link references is unique in Spark as the link compares it (DP504), as
+        engines/duckdb_schema.py ``check_referenced_keys`` checks it in DuckDB."""
+        from dpsql.engines.duckdb_schema import _not_unique
+        from dpsql.sql.compare import key_form
+        for link in policy.links:
+            via = policy.tables[link.table].columns[link.column].sql_type
+            form = key_form(policy.tables[link.references_table].columns[link.references_column].sql_type, via)
+            key = exp.column(link.references_column, quoted=True) if form == BARE else \
+                exp.maybe_parse(compared(form, link.references_column), dialect="duckdb")
+            read = exp.select(exp.Literal.number(1)).from_(exp.Table(this=exp.to_identifier(
+                self.views[link.references_table], quoted=True))).where(exp.Not(this=exp.Is(
+                    this=key.copy(), expression=exp.Null()))).group_by(key.copy()).having(
+                exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1))).limit(1)
+            if self.spark.sql(spark_sql(read)).take(1):
+                raise _not_unique(link, form, via)
+
+    def _mirror_keys(self, policy: Policy) -> None:
+        """Each key table of the driver (a long key set) as a Spark temp view of the same name."""
+        for table in policy.tables.values():
+            for column in table.columns.values():
+                if column.key_table is not None and column.key_table not in self.views:
+                    self._mirror(column.key_table)
+
+    def _mirror(self, name: str) -> None:
+        rows = self.driver.con.execute(f'SELECT * FROM "{name}"').to_arrow_table()
+        self.spark.createDataFrame(rows.to_pandas()).createOrReplaceTempView(name)
+        self.views[name] = name
+
+    def public_keys(self, table: str, column: ColumnPolicy, prefix: str, reader: Hashable = None,
+                    deadline: float | None = None) -> ColumnPolicy:
+        """As DuckDB's, read from the driver's copy of the public table; a long set mirrored to Spark."""
+        keyed = self.driver.public_keys(table, column, prefix, reader, deadline)
+        if keyed.key_table is not None and keyed.key_table not in self.views:
+            self._mirror(keyed.key_table)
+        return keyed
+
+    def pruned_keys(self, read: str, reader: Hashable = None, deadline: float | None = None) -> tuple | None:
+        return self.driver.pruned_keys(read, reader, deadline)
+
+    def pruned_count(self, read: str, reader: Hashable = None, deadline: float | None = None) -> int:
+        return self.driver.pruned_count(read, reader, deadline)
+
+    def unique(self, table: str, columns, reader: Hashable = None, deadline: float | None = None) -> bool:
+        return self.driver.unique(table, columns, reader, deadline)
+
+    def public_bounds(self, table: str, column: str, reader: Hashable = None, deadline: float | None = None) -> tuple:
+        return self.driver.public_bounds(table, column, reader, deadline)
+
+    def expression_name(self, text: str) -> str | None:
+        return self.driver.expression_name(text)
+
+    def holding(self, tables: Iterable[TablePolicy]) -> contextlib.AbstractContextManager[None]:
+        return self.driver.holding(tables)
+
+    def hold(self, table: TablePolicy) -> None:
+        self.driver.hold(table)
+
+    def fill(self, name: str, rows: pa.Table, keys) -> bool:
+        return self.driver.fill(name, rows, keys)
+
+    def rows(self, rows: pa.Table, like: Any, name: str) -> contextlib.AbstractContextManager[None]:
+        """Released rows in a driver table shaped as ``like`` (a bound query of either stage)."""
+        return self.driver.rows(rows, like, name)
+
+    @contextlib.contextmanager
+    def turn(self, who: Hashable = None, deadline: float | None = None) -> Iterator[Deadline]:
+        self.run_lock.acquire(who)
+        try:
+            yield Deadline(deadline)
+        finally:
+            self.run_lock.release()
+
+    def lock_down(self) -> None:
+        """The driver DuckDB locked down as any DuckDB engine; Spark cannot be (see the module docstring)."""
+        self.driver.lock_down()
+
+    def register_noise(self, name: str, function: Callable[..., pa.Array]) -> None:
+        self.driver.register_noise(name, function)
+
+    def register_choice(self, name: str, function: Callable[..., pa.Array]) -> None:
+        self.driver.register_choice(name, function)
+
+    def register_top_k(self, name: str, choose: Callable[..., np.ndarray]) -> None:
+        self.driver.register_top_k(name, choose)
+
+    def bind(self, sql: str, params: dict | None = None, lowered: exp.Select | None = None) -> Any:
+        """A lowered query bound in two stages (``SparkBound``): the exact stage printed for Spark and
+        analysed there (an AnalysisException is DP311, free: it depends on the SQL and the schema), the
+        driver stage bound on the driver DuckDB over an empty ``__agg`` of the exact stage's types. Without
+        ``lowered``: SQL over public data and released values, bound on the driver DuckDB.
+
+        Raises:
+            UnsupportedConstruct: DP440 the plan does not split, or its exact stage has no Spark form or
+            reads what Spark does not hold; DP311 Spark or DuckDB cannot bind it.
+        """
+        if lowered is None:
+            return self.driver.bind(sql, params)
+        program = split(lowered)
+        exact = self._on_views(program.exact)
+        text = spark_sql(exact)
+        salted = {p.name for p in exact.find_all(exp.Placeholder)}
+        try:
+            with self.run_lock:
+                frame = self.spark.sql(text, args={k: v for k, v in (params or {}).items() if k in salted} or None)
+                schema = frame.schema   # analysed here: nothing runs
+        except Exception as e:   # pyspark's AnalysisException, ParseException
+            raise UnsupportedConstruct("DP311", f"Spark cannot run this query: {spark_message(e)}", rule="engine_binds",
+                                       hint="nothing was spent; check the types of the expressions") from None
+        from pyspark.sql.pandas.types import to_arrow_schema
+        driver = program.driver.sql(dialect="duckdb")
+        wanted = {p.name for p in program.driver.find_all(exp.Placeholder)}
+        driver_params = {k: v for k, v in (params or {}).items() if k in wanted} or None
+        with self._agg(to_arrow_schema(schema).empty_table()):
+            like = self.driver.bind(driver, driver_params)
+            return SparkBound(frame, driver, driver_params, like.columns, like.types)
+
+    def _on_views(self, stage: exp.Select) -> exp.Select:
+        """The exact stage with every table read by its Spark view; one Spark does not hold (a stage's
+        released values) is DP440."""
+        ctes = {cte.alias for cte in stage.find_all(exp.CTE)}
+        for table in stage.find_all(exp.Table):
+            if table.name in ctes and not table.db:
+                continue
+            name = table.name
+            view = self.views.get(name)
+            if view is None or table.db or table.catalog:
+                raise not_staged(f"the exact stage reads {name!r}, which Spark does not hold")
+            table.set("this", exp.to_identifier(view, quoted=True))
+            if not table.alias and view != name:   # columns qualified by the table's name still resolve
+                table.set("alias", exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
+        return stage
+
+    @contextlib.contextmanager
+    def _agg(self, rows: pa.Table) -> Iterator[None]:
+        """``rows`` as the driver's ``__agg`` for one statement (the caller holds the driver's turn)."""
+        with self.driver.run_lock:
+            self.driver.con.register(AGG, rows)
+            try:
+                yield
+            finally:
+                self.driver.con.unregister(AGG)
+
+    def run(self, bound: Any, deadline: Deadline = NO_DEADLINE, max_rows: int | None = None) -> pa.Table:
+        """The exact stage run on Spark to Arrow (cancelled at the deadline: DP425), then the driver stage
+        over it; a driver-only query as DuckDB runs it."""
+        if not isinstance(bound, SparkBound):
+            return self.driver.run(bound, deadline, max_rows)
+        with self.run_lock:
+            _started(deadline)
+            totals = self._collect(bound.exact, deadline)
+            with self._agg(totals):
+                return self.driver.run(self.driver.con.sql(bound.driver, params=bound.params), deadline, max_rows)
+
+    def _collect(self, frame: Any, deadline: Deadline) -> pa.Table:
+        """``frame.toArrow()`` in a Spark job group that a timer cancels at the deadline (DP425)."""
+        context = self.spark.sparkContext
+        group = f"dpsql-{secrets.token_hex(6)}"
+        fired = threading.Event()
+        left = deadline.remaining()
+        timer = None
+        if left is not None:
+            def cancel() -> None:
+                fired.set()
+                context.cancelJobGroup(group)
+            timer = threading.Timer(max(left, 0.0), cancel)
+            timer.daemon = True
+        context.setJobGroup(group, "dpsql exact stage", interruptOnCancel=True)
+        try:
+            if timer is not None:
+                timer.start()
+            return frame.toArrow()
+        except Exception as e:
+            if fired.is_set():
+                raise DeadlineExceeded("DP425", f"the query ran past its deadline of {deadline.seconds:g} s and was "
+                                       "stopped", hint="ask for less (fewer rows or tables), or retry later") from None
+            raise EngineError(f"Spark failed: {spark_message(e)}") from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            context.setLocalProperty("spark.jobGroup.id", None)
+
+    def drain(self, bound: Any, deadline: Deadline = NO_DEADLINE) -> str | None:
+        """Run a bound query, its rows dropped: its error's first line, or None (DP425 at the deadline)."""
+        if not isinstance(bound, SparkBound):
+            return self.driver.drain(bound, deadline)
+        try:
+            self.run(bound, deadline)
+        except DeadlineExceeded:
+            raise
+        except Exception as e:
+            return first_line(e)
+        return None
+
+    def close(self) -> None:
+        """Drop dpsql's temp views and close the driver DuckDB; the session stays the owner's."""
+        for view in self.views.values():
+            with contextlib.suppress(Exception):
+                self.spark.catalog.dropTempView(view)
+        self.driver.close()
+
+
+def spark_message(error: BaseException) -> str:
+    """The line of a Spark error that names it (``[ERROR_CLASS] ...``), not py4j's "An error occurred
+    while calling o29.sql" nor the Java stack."""
+    lines = str(error).splitlines()
+    named = [line.split("Exception: ", 1)[-1] for line in lines if "[" in line and "]" in line]
+    return (named or lines or [type(error).__name__])[0].strip()
