@@ -73,6 +73,7 @@ HINTS = {
     "DP423": "send the request body at once; nothing was spent",
     "DP424": "retry after the Retry-After seconds: free requests are rate-limited per analyst",
     "DP425": "retry later, or ask a cheaper query; nothing was spent",
+    "DP440": "nothing was spent; run it on DuckDB, or ask for COUNT, SUM, AVG, VAR or STDDEV only on Spark",
     "DP426": "give the batch an epsilon to split, weights > 0 or explicit epsilons within it, and each statement "
              "its own name; nothing was spent",
     # The data owner's set-up.
