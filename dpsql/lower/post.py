@@ -9,7 +9,7 @@ from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
 from dpsql.sql.build import alias, cast, col, num, table
 from dpsql.lower.names import clipping_columns, key_names
-from dpsql.sql.guard import guarded
+from dpsql.sql.guard import guarded, per_operation
 from dpsql.lower.noise import scalar_measurements
 from dpsql.plan.aggregates import AGGREGATES, never_negative
 from dpsql.plan.kinds import OutputKind
@@ -53,10 +53,10 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
     if o.kind == OutputKind.KEY:
         return col(f"k{o.key_index}")
     if o.kind == OutputKind.EXPR:
-        inlined = guarded_ratios(plan, o.expression.copy()).transform(
-            lambda n: output_value(plan, slot) if (slot := _slot_index(plan, n)) is not None else n)
-        # On released values only, but it may still cast a key (NOT 'F'): never an error.
-        return exp.Anonymous(this="TRY", expressions=[inlined])
+        # On released values only, but it may still cast a key (NOT 'F'): each operation that could fail
+        # is guarded on its own (the slots' types unknown here), then the slots are inlined.
+        written = per_operation(guarded_ratios(plan, o.expression.copy()), lambda name: None)
+        return written.transform(lambda n: output_value(plan, slot) if (slot := _slot_index(plan, n)) is not None else n)
     return AGGREGATES[o.kind].output(o, released(plan, o))
 
 

@@ -22,6 +22,17 @@ def num(value: float | int) -> exp.Expression:
     return exp.Literal.number(repr(value) if isinstance(value, float) else str(value))
 
 
+class TryOp(exp.Try):
+    """One operation that can fail on a row, NULL on that row instead (sql/guard.py ``per_operation``
+    writes it around exactly such an operation, its operands already total). DuckDB prints it
+    ``TRY(op)``; an engine without TRY maps it by the operation inside (Spark: ``try_divide``, ...)."""
+    _sql_names = ["TRY"]
+
+
+def try_op(node: exp.Expression) -> TryOp:
+    return TryOp(this=node)
+
+
 def fn(name: str, *args: exp.Expression) -> exp.Expression:
     # Anonymous keeps DuckDB's own semantics (sqlglot would wrap GREATEST/LEAST in NULL checks).
     return exp.Anonymous(this=name, expressions=list(args))
