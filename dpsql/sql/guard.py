@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.sql.build import TryOp, cast, col, num
-from dpsql.sql.totality import BOOLEAN, LOGIC, family, is_total, literals_as_doubles
+from dpsql.sql.totality import BOOLEAN, LOGIC, family, is_total, literals_as_doubles, nonzero_divisor
 from dpsql.sql.types import INTEGER_TYPES, base_type
 
 DIVISIONS = (exp.Div, exp.IntDiv, exp.Mod)
@@ -66,7 +66,7 @@ def per_operation(node: exp.Expression, types) -> exp.Expression:
         return written if is_total(written, types) else try_cast(written.this, node.to)
     written = _guard_operands(node, types)
     if isinstance(written, DIVISIONS):
-        written.set("expression", _nonzero(written.expression, types))
+        written.set("expression", _nonzero(written.expression))
     if isinstance(written, LOGIC):
         for key in ("this", "expression"):
             operand = written.args.get(key)
@@ -95,14 +95,11 @@ def _operand(value, parent: exp.Expression, key: str, types):
     return per_operation(value, types)
 
 
-def _nonzero(divisor: exp.Expression, types) -> exp.Expression:
-    """A divisor that is never 0: as written when it is a number literal other than 0, else NULLIF(d, 0):
-    a division by 0 is NULL on every engine (DuckDB gives an infinity or an error, Spark an error)."""
-    inner = divisor.unnest()
-    literal = inner.this if isinstance(inner, exp.Neg) else inner
-    if isinstance(literal, exp.Literal) and not literal.is_string and float(literal.this) != 0:
-        return divisor
-    return exp.Nullif(this=divisor, expression=num(0))
+def _nonzero(divisor: exp.Expression) -> exp.Expression:
+    """A divisor that is never 0: as written when it provably is not (``nonzero_divisor``), else
+    NULLIF(d, 0): a division by 0 is NULL on every engine (DuckDB gives an infinity or an error,
+    Spark an error)."""
+    return divisor if nonzero_divisor(divisor) else exp.Nullif(this=divisor, expression=num(0))
 
 
 def _rounded(operand: exp.Expression, to: exp.DataType, types) -> exp.Expression:

@@ -242,7 +242,7 @@ def is_total(node: exp.Expression | None, types: Types) -> bool:
     if isinstance(node, exp.Div):
         # DuckDB divides numbers in DOUBLE (no error); a divisor that may be 0 is NULLIF(d, 0) (sql/guard.py)
         return all(family(o, types) == NUMBER and is_total(o, types) for o in (node.this, node.expression)) \
-            and _nonzero_divisor(node.expression, types)
+            and nonzero_divisor(node.expression)
     if isinstance(node, exp.Nullif) and _is_zero(node.expression):
         return family(node.this, types) == NUMBER and is_total(node.this, types)   # x = 0: no cast can fail
     if isinstance(node, _CHOICES):
@@ -274,12 +274,17 @@ def _is_zero(node: exp.Expression) -> bool:
     return is_number_literal(node) and float(node.this) == 0
 
 
-def _nonzero_divisor(node: exp.Expression, types: Types) -> bool:
-    """A divisor that is never 0: a number literal other than 0, or NULLIF(d, 0)."""
+def nonzero_divisor(node: exp.Expression) -> bool:
+    """A divisor that is never 0: a number literal other than 0, NULLIF(d, 0), or the ratio rule's
+    ``CASE WHEN d > 0 THEN d END`` (plan/outputs.py ``ratios``): NULL where d would be 0."""
     node = node.unnest()
     literal = node.this if isinstance(node, exp.Neg) else node
     if is_number_literal(literal):
         return float(literal.this) != 0
+    if isinstance(node, exp.Case) and len(node.args.get("ifs", [])) == 1 and node.args.get("default") is None:
+        when = node.args["ifs"][0]
+        test = when.this
+        return isinstance(test, exp.GT) and _is_zero(test.expression) and test.this == when.args.get("true")
     return isinstance(node, exp.Nullif) and _is_zero(node.expression)
 
 

@@ -65,3 +65,18 @@ def test_post_processing_uses_the_released_values(db):
     (n, twice), = res.fetchall()
     assert twice == 2 * n
     assert len(res.plan.measurements) == 1, "the same COUNT(*) is measured once"
+
+
+@pytest.mark.parametrize("having, guarded", [
+    ("COUNT(*) > 10", False),                 # a released number compared with a number: cannot fail
+    ("AVG(age) / COUNT(*) > 0.5", False),     # the ratio rule's divisor is NULL where it is <= 0
+    ("state <> 'TX'", False),                 # a key column's value with a string of its type
+    ("state > 5", True),                      # a string key compared with a number: DuckDB casts, may fail
+])
+def test_having_over_released_values_is_guarded_per_operation(db, having, guarded):
+    """HAVING and expressions over outputs read released values, typed by their slots (lower/post.py
+    slot_types): what cannot fail runs bare, as a WHERE's total parts do."""
+    plan = db.explain(f"SELECT state, COUNT(*) AS n FROM people GROUP BY state HAVING {having}")
+    final = sql_tree.tree(plan)
+    where = final.args["where"].this
+    assert (where.find(exp.Try) is not None or where.find(exp.TryCast) is not None) is guarded, where.sql()

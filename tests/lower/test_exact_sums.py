@@ -39,7 +39,7 @@ def test_the_largest_steps_over_many_rows_sum_exactly():
     db = connect(n, C=n)
     plan = testing.lower(db, "SELECT SUM(v) FROM t")
     def as_bigint(alias: exp.Alias) -> bool:
-        return alias.alias == "v_m0" and isinstance(alias.this, exp.Cast) and alias.this.is_type("BIGINT")
+        return alias.alias == "__v_m0" and isinstance(alias.this, exp.Cast) and alias.this.is_type("BIGINT")
     assert not sql_tree.has(sql_tree.before(plan, "__units"), exp.Alias, as_bigint), "row steps stay DOUBLE"
     [(total,)] = testing.run(db, "SELECT SUM(v) AS s FROM t").rows
     assert total == heavy_sum(n) + 9 * 3
