@@ -8,9 +8,10 @@ user expression is typed at plan time:
   DuckDB types; an aggregate that needs a number refuses anything else.
 * ``is_total``: whether it provably cannot raise on any row (columns, literals, comparisons of one
   safe family, DATE with DATE and TIMESTAMP with TIMESTAMP included, a DECIMAL column with number
-  literals that its common type with them holds, AND/OR/NOT/IS NULL of those).
-  Everything else runs under ``TRY()``, which turns an error on a row into NULL; the functions
-  allowed are those whose errors ``TRY()`` catches.
+  literals that its common type with them holds, choices of one kind, divisions by a divisor never
+  0, AND/OR/NOT/IS NULL of those; an operation guarded by sql/guard.py is total too). Every other
+  operation is guarded on its own (sql/guard.py ``per_operation``), which turns its error on a row
+  into NULL; the functions allowed are those whose errors ``TRY()`` catches.
 * ``narrow_dates``: the literals a DATE or TIMESTAMP column is compared with, written in the column's
   type (``d > '2020-06-01'`` and ``d <= TIMESTAMP '1998-09-02 00:00:00'`` compare DATEs), as DuckDB
   itself converts them, so the comparison is total and DuckDB can push it into the scan.
@@ -226,7 +227,8 @@ def _operands(node: exp.Expression) -> list[exp.Expression]:
 
 
 def is_total(node: exp.Expression | None, types: Types) -> bool:
-    """Whether evaluating ``node`` can never raise, whatever a row holds (else it runs under TRY())."""
+    """Whether evaluating ``node`` can never raise, whatever a row holds (else sql/guard.py guards its
+    operations that can)."""
     if node is None:
         return True
     if isinstance(node, exp.Paren):
