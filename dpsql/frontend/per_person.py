@@ -20,10 +20,10 @@ from dpsql.frontend.flatten import inline_ctes
 from dpsql.frontend.fold import fold_constants
 from dpsql.frontend.joins import relate
 from dpsql.sql.positions import clause_name, span
-from dpsql.sql.totality import family, is_total
+from dpsql.sql.totality import family
 from dpsql.sql.types import NUMBER, type_family
 from dpsql.frontend.validate import validate
-from dpsql.sql.guard import guarded, quoted
+from dpsql.sql.guard import guarded, per_operation, quoted
 from dpsql.sql.totality import narrow_dates
 from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 
@@ -164,10 +164,10 @@ def _aggregate(node: exp.Expression, types, table: TablePolicy, sql: str) -> tup
             return exp.Count(this=exp.Star()), "BIGINT"
         if isinstance(argument, exp.Distinct):   # the number of distinct values (or tuples) in a person's rows
             values = [quoted(e) for e in argument.expressions]
-            values = [v if is_total(v, types) else exp.Anonymous(this="TRY", expressions=[v]) for v in values]
+            values = [per_operation(v, types) for v in values]
             return exp.Count(this=exp.Distinct(expressions=values)), "BIGINT"
         value = quoted(argument)
-        return exp.Count(this=value if is_total(value, types) else exp.Anonymous(this="TRY", expressions=[value])), "BIGINT"
+        return exp.Count(this=per_operation(value, types)), "BIGINT"
     if isinstance(node, (exp.Min, exp.Max)):
         if not isinstance(argument, exp.Column) or table.is_identifier(argument.name.lower()):
             raise _refuse("DP102", "MIN and MAX in a per-person subquery take a column", node, sql)
@@ -176,7 +176,4 @@ def _aggregate(node: exp.Expression, types, table: TablePolicy, sql: str) -> tup
     if family(value, types) != NUMBER and type_family(types(argument.name.lower()) if isinstance(
             argument, exp.Column) else None) != NUMBER:
         raise _refuse("DP302", f"{type(node).__name__.upper()} needs a number", node, sql)
-    value = exp.Cast(this=value, to=exp.DataType.build("DOUBLE"))
-    if not is_total(value, types):
-        value = exp.Anonymous(this="TRY", expressions=[value])
-    return type(node)(this=value), "DOUBLE"
+    return type(node)(this=per_operation(exp.Cast(this=value, to=exp.DataType.build("DOUBLE")), types)), "DOUBLE"

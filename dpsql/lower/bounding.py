@@ -8,20 +8,22 @@ from dpsql.plan.exact import Reading
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
 from dpsql.plan.quantities import QUANTITIES, Stage
-from dpsql.sql.types import type_bounds
+from dpsql.sql.types import NUMBER, type_bounds
 from dpsql.sql.build import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, select
 from dpsql.lower.names import SALT, columns, key_names, raw_column, value_column
 from dpsql.lower.keys import declared, in_domain, join_key_tables, key_filter
-from dpsql.lower.guard import condition, decimal_total, safe, user_where
-from dpsql.sql.guard import quoted
+from dpsql.lower.guard import column_types, condition, decimal_total, safe, user_where
+from dpsql.sql.guard import quoted, try_cast
+from dpsql.sql.totality import family
 from dpsql.lower.noise import scalar_totals
 
 
 def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
-    """An aggregate's argument for one row, as DOUBLE: a column as read; in an expression, every
-    bounded column clamped to its bounds first (what interval arithmetic assumed), the cast to DOUBLE
-    inside TRY() (validation refused strings and dates; TRY covers whatever else could fail), unless
-    guard.decimal_total shows that nothing can (arithmetic of bounded DECIMAL columns)."""
+    """An aggregate's argument for one row, as DOUBLE: a column as read; in an expression, each
+    operation that could fail guarded on its own (guard.safe; none where guard.decimal_total shows
+    that nothing can: arithmetic of bounded DECIMAL columns), then every bounded column clamped to its
+    bounds (what interval arithmetic assumed). Validation refused strings and dates: a number's cast
+    to DOUBLE cannot fail (anything else is TRY_CAST)."""
     if isinstance(argument, exp.Column):
         return cast(col(argument.name), "DOUBLE")   # a numeric column: the cast cannot fail
 
@@ -34,8 +36,9 @@ def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
             return value
         return node
     written = quoted(argument)
-    value = cast(written.transform(clamped), "DOUBLE")
-    return value if decimal_total(written, plan) else exp.Anonymous(this="TRY", expressions=[value])
+    number = family(written, column_types(plan)) == NUMBER
+    value = (written if decimal_total(written, plan) else safe(written, plan)).transform(clamped)
+    return cast(value, "DOUBLE") if number else try_cast(value, "DOUBLE")
 
 
 def clamp_in_type(value: exp.Expression, policy) -> exp.Expression:
@@ -53,7 +56,7 @@ def row_arguments(plan: Plan) -> dict[str, exp.Expression]:
     """Label -> the value each row contributes, evaluated once in __rows: every count, sum and tree
     of one argument reads this one column, so a unit's count of values and its sum cannot disagree
     on which rows hold a value. Numeric (a SUM, AVG or quantile reads it): DOUBLE, with the columns
-    of an expression clamped; counted only: the expression as written, under TRY()."""
+    of an expression clamped; counted only: the expression as written, guarded per operation."""
     shared = [m for m in plan.computed if m.argument is not None and QUANTITIES[m.kind].argument]
     numeric = {m.column for m in shared if QUANTITIES[m.kind].numeric}
     values = {}

@@ -1,5 +1,6 @@
-"""The plan's guards (sql/guard.py guards one expression): the WHERE and an argument under TRY()
-unless the plan's column types prove them total, and DECIMAL arithmetic shown total on the bounds."""
+"""The plan's guards (sql/guard.py guards one expression): the WHERE, a key and an argument guarded
+per operation where the plan's column types do not prove them total, and DECIMAL arithmetic shown
+total on the bounds."""
 from __future__ import annotations
 
 import re
@@ -7,8 +8,8 @@ from decimal import Decimal
 
 from sqlglot import exp
 from dpsql.plan.model import Plan
-from dpsql.sql.guard import guarded, quoted
-from dpsql.sql.totality import is_total, narrow_dates
+from dpsql.sql.guard import guarded, per_operation, quoted
+from dpsql.sql.totality import BOOLEAN, family, is_total, narrow_dates
 from dpsql.sql.types import base_type, type_bounds
 
 
@@ -19,11 +20,11 @@ def column_types(plan: Plan):
 
 
 def safe(node: exp.Expression, plan: Plan) -> exp.Expression:
-    """TRY(node) unless no row can make it fail (totality.is_total): an error becomes NULL, never a failure.
-    Literals compared with a DATE or TIMESTAMP column are first written in its type (``narrow_dates``)."""
+    """``node`` with each operation that could fail on a row guarded on its own (sql/guard.py
+    ``per_operation``): an error becomes NULL there, never a failure. Literals compared with a DATE or
+    TIMESTAMP column are first written in its type (``narrow_dates``)."""
     types = column_types(plan)
-    node = narrow_dates(node, types)
-    return node if is_total(node, types) else exp.Anonymous(this="TRY", expressions=[node])
+    return per_operation(narrow_dates(node, types), types)
 
 
 def user_where(plan: Plan) -> exp.Expression | None:
@@ -50,17 +51,29 @@ PLAIN_NUMBER = re.compile(r"\d+(\.\d+)?")   # a literal DuckDB reads as an integ
 def decimal_total(node: exp.Expression, plan: Plan) -> bool:
     """Whether ``node``, an aggregate's argument evaluated with every bounded column clamped to its
     bounds in its own type (``bounding.clamp_in_type``), can never fail: ``+``, ``-``, ``*`` and
-    negation of bounded DECIMAL columns and plain number literals, each result below
-    10 ** (18 - scale) (interval arithmetic on the clamped bounds). Then the cast to DOUBLE needs no
-    TRY(), and DuckDB keeps the columns' statistics (a TRY() hides them: TPC-H Q1 ran 1.3x slower).
+    negation of bounded DECIMAL columns and plain number literals, and a CASE of total conditions
+    choosing between such values (TPC-H Q14; DuckDB's common DECIMAL has the largest scale and at
+    least the integer digits of each, or 38 - scale: either holds the bound below), each result below
+    10 ** (18 - scale) (interval arithmetic on the clamped bounds). Then no operation needs a guard,
+    and DuckDB keeps the columns' statistics (a TRY() hides them: TPC-H Q1 ran 1.3x slower).
     ``tests/lower/test_decimal_totality.py`` checks it in DuckDB on the corners of the bounds."""
-    return _decimal_range(node, plan.table.columns) is not None
+    return _decimal_range(node, plan.table.columns, column_types(plan)) is not None
 
 
-def _decimal_range(node: exp.Expression, columns) -> tuple[Decimal, int] | None:
+def _decimal_range(node: exp.Expression, columns, types) -> tuple[Decimal, int] | None:
     """(M, s): |value| <= M on every row, DuckDB's scale s; None when not shown safe."""
     while isinstance(node, (exp.Paren, exp.Neg)):
         node = node.this
+    if isinstance(node, exp.Case):
+        conditions = [i.this for i in node.args.get("ifs", [])]
+        branches = [i.args.get("true") for i in node.args.get("ifs", [])] + [node.args.get("default") or exp.Null()]
+        if not all(is_total(c, types) and family(c, types) == BOOLEAN for c in conditions):
+            return None
+        ranges = [(Decimal(0), 0) if isinstance(b, exp.Null) else _decimal_range(b, columns, types) for b in branches]
+        if None in ranges:
+            return None
+        bound, scale = max(r[0] for r in ranges), max(r[1] for r in ranges)
+        return (bound, scale) if bound < Decimal(10) ** (DECIMAL_SAFE_DIGITS - scale) else None
     if isinstance(node, exp.Column):
         policy = columns.get(node.name.lower())
         if policy is None or not policy.bounded or base_type(policy.sql_type) not in ("DECIMAL", "NUMERIC"):
@@ -74,7 +87,7 @@ def _decimal_range(node: exp.Expression, columns) -> tuple[Decimal, int] | None:
         operands = [node.this, node.expression]
         if not all(_has_column(o) or _is_literal(o) for o in operands):
             return None   # literals combined with literals: typed as integers, they could overflow
-        left, right = (_decimal_range(o, columns) for o in operands)
+        left, right = (_decimal_range(o, columns, types) for o in operands)
         if left is None or right is None or not any(_has_column(o) for o in operands):
             return None
         if isinstance(node, exp.Mul):

@@ -1,6 +1,10 @@
-"""Every name the lowering invents for the engine: group keys k0.., each argument's row value c_*,
-each measurement's per-row value v_*, the top-k choice function. One place, so no generated name can
-collide with another."""
+"""Every name the lowering invents for the engine: group keys __k0.., each argument's row value __c_*,
+each measurement's per-row value __v_*, the top-k choice function. One place, so no generated name can
+collide with another; and each starts with ``__`` (as __unit, __rows, ...), so the stage that reads the
+private table (__rows) never writes an alias equal to a column a query names there, unless that
+column's name starts with ``__`` itself: an engine that read select aliases in WHERE, a window or
+QUALIFY (lateral aliases: Spark, or a later DuckDB) would otherwise read the new value where the
+table's was meant (issue 27; tests/lower/test_aliases.py checks the whole accept corpus)."""
 from __future__ import annotations
 
 from dpsql.plan.exact import Columns
@@ -9,11 +13,15 @@ from dpsql.plan.parts import Measurement
 
 
 def key_names(plan: Plan) -> list[str]:
-    return [f"k{i}" for i in range(len(plan.group_keys))]
+    return [key_name(i) for i in range(len(plan.group_keys))]
+
+
+def key_name(index: int) -> str:
+    return f"__k{index}"
 
 
 def value_column(m: Measurement) -> str:
-    return f"v_{m.name}"
+    return f"__v_{m.name}"
 
 
 def top_k_function(noise_function: str) -> str:
@@ -24,7 +32,7 @@ def top_k_function(noise_function: str) -> str:
 
 def raw_column(column: str) -> str:
     """A column as read: COUNT of it counts non-NULL values, shared by every measurement on it."""
-    return f"c_{column}"
+    return f"__c_{column}"
 
 
 def columns(m: Measurement) -> Columns:

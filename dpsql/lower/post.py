@@ -8,8 +8,8 @@ from dpsql.lower import histogram, quantile
 from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
 from dpsql.sql.build import alias, cast, col, num, table
-from dpsql.lower.names import clipping_columns, key_names
-from dpsql.sql.guard import guarded
+from dpsql.lower.names import clipping_columns, key_name, key_names
+from dpsql.sql.guard import guarded, per_operation
 from dpsql.lower.noise import scalar_measurements
 from dpsql.plan.aggregates import AGGREGATES, never_negative
 from dpsql.plan.kinds import OutputKind
@@ -51,12 +51,12 @@ def output_value(plan: Plan, index: int) -> exp.Expression:
     o = plan.outputs[index]
     # An output is a group key, an expression over other outputs, or an aggregate (its spec says).
     if o.kind == OutputKind.KEY:
-        return col(f"k{o.key_index}")
+        return col(key_name(o.key_index))
     if o.kind == OutputKind.EXPR:
-        inlined = guarded_ratios(plan, o.expression.copy()).transform(
-            lambda n: output_value(plan, slot) if (slot := _slot_index(plan, n)) is not None else n)
-        # On released values only, but it may still cast a key (NOT 'F'): never an error.
-        return exp.Anonymous(this="TRY", expressions=[inlined])
+        # On released values only, but it may still cast a key (NOT 'F'): each operation that could fail
+        # is guarded on its own (the slots' types unknown here), then the slots are inlined.
+        written = per_operation(guarded_ratios(plan, o.expression.copy()), slot_types(plan))
+        return written.transform(lambda n: output_value(plan, slot) if (slot := _slot_index(plan, n)) is not None else n)
     return AGGREGATES[o.kind].output(o, released(plan, o))
 
 
@@ -67,6 +67,24 @@ def guarded_ratios(plan: Plan, expression: exp.Expression) -> exp.Expression:
         slot = _slot_index(plan, node.unnest())
         return slot is not None and never_negative(plan.outputs[slot])
     return ratios(expression, slot_never_negative)
+
+
+def slot_types(plan: Plan):
+    """Output slot (``o3``) -> its type as the totality typing reads it: an aggregate's released value
+    is a number (BIGINT or DOUBLE), a key that is a plain column has the column's type, anything else
+    is unknown. So a HAVING ``COUNT(*) > 10`` runs bare, a comparison with a key's string guarded."""
+    def of(name: str) -> str | None:
+        slot = _slot_index(plan, exp.column(name))
+        if slot is None:
+            return None
+        o = plan.outputs[slot]
+        if o.kind.aggregate:
+            return "DOUBLE"
+        key = plan.group_keys[o.key_index].expression if o.kind == OutputKind.KEY else None
+        if isinstance(key, exp.Column) and len(plan.group_keys[o.key_index].columns) == 1:
+            return plan.group_keys[o.key_index].columns[0].sql_type
+        return None
+    return of
 
 
 def _slot_index(plan: Plan, node: exp.Expression) -> int | None:
@@ -93,7 +111,7 @@ def final_select(plan: Plan) -> exp.Select:
         # On released values only, but it may still compare a key with a number: never an error.
         condition = guarded_ratios(plan, plan.having.copy()).transform(
             lambda n: col(n.name) if _slot_index(plan, n) is not None else n)
-        query = query.where(guarded(condition, lambda name: None))
+        query = query.where(guarded(condition, slot_types(plan)))
     if plan.order:
         query = query.order_by(*[exp.Ordered(this=col(slot), desc=desc, nulls_first=False)
                                  for slot, desc in plan.order])

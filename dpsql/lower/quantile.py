@@ -137,24 +137,29 @@ def _kept(C: int, c: exp.Expression, cum: exp.Expression, n: exp.Expression) -> 
     return case_when(exp.LTE(this=n.copy(), expression=num(C)), c.copy(), spread)
 
 
+RANK_IN = "__rank_in"   # a descent's rank as it enters a level (_state's output is its next rank)
+
+
 def _state(plan: Plan, d: int, prefix: str) -> exp.Select:
     """__m_s<d>: each active descent moves to the child holding its rank, or stops where every child
     reads 0; descents stopped before pass through."""
     a = f"{prefix}a{d}"
     moves = exp.GT(this=col("total"), expression=num(0))
+    # The rank it arrives with is __rank_in (not rank, the name of its output): an engine that reads
+    # select aliases in QUALIFY or a window would otherwise take the new rank for the old one.
     rank = fn("LEAST", fn("GREATEST", exp.Div(
-        this=exp.Paren(this=exp.Sub(this=exp.Mul(this=col("rank"), expression=col("total")),
+        this=exp.Paren(this=exp.Sub(this=exp.Mul(this=col(RANK_IN), expression=col("total")),
                                     expression=exp.Paren(this=exp.Sub(this=col("cum"), expression=col("adj"))))),
         expression=col("adj")), num(0.0)), num(1.0))
     holds = exp.and_(exp.GT(this=col("adj"), expression=num(0)),
-                     exp.GTE(this=col("cum"), expression=exp.Mul(this=col("rank"), expression=col("total"))))
+                     exp.GTE(this=col("cum"), expression=exp.Mul(this=col(RANK_IN), expression=col("total"))))
     first = exp.Window(this=exp.RowNumber(), partition_by=[*_keys(plan), col("qi")],
                        order=exp.Order(expressions=[exp.Ordered(this=exp.Paren(this=holds), desc=True),
                                                     exp.Ordered(this=col("child"))]))
     step = exp.select(*_keys(plan), col("qi"),
                       alias(exp.Case(ifs=[exp.If(this=moves, true=col("child"))], default=col("parent")), "node"),
                       alias(exp.Case(ifs=[exp.If(this=moves.copy(), true=num(d))], default=num(d - 1)), "depth"),
-                      alias(exp.Case(ifs=[exp.If(this=moves.copy(), true=rank)], default=col("rank")), "rank")
+                      alias(exp.Case(ifs=[exp.If(this=moves.copy(), true=rank)], default=col(RANK_IN)), "rank")
                       ).from_(a).qualify(exp.EQ(this=first, expression=num(1)))
     stopped = exp.select(*_keys(plan), col("qi"), col("node"), col("depth"), col("rank")).from_(
         f"{prefix}s{d - 1}").where(exp.LT(this=col("depth"), expression=num(d - 1)))
@@ -178,7 +183,7 @@ def _level(plan: Plan, m: Measurement, d: int, prefix: str, function: str) -> li
         join_type="LEFT")
     descent = [*_keys(plan), col("qi")]
     clamped = fn("GREATEST", col("noisy", "c"), num(0))
-    w = exp.select(*_keys(plan, "s"), col("qi", "s"), col("rank", "s"), col("parent", "c"), col("child", "c"),
+    w = exp.select(*_keys(plan, "s"), col("qi", "s"), alias(col("rank", "s"), RANK_IN), col("parent", "c"), col("child", "c"),
                    alias(clamped, "nc"),
                    alias(exp.Window(this=exp.Sum(this=clamped.copy()), partition_by=[*_keys(plan, "s"), col("qi", "s")]),
                          "raw_total")).from_(exp.Table(this=exp.to_identifier(s), alias=exp.TableAlias(

@@ -15,7 +15,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from dpsql.sql.build import case_when, cast, clamp, col, fn, num, saturate
+from dpsql.sql.build import case_when, cast, clamp, col, fn, num, saturate, wide_integer
 from dpsql.plan.kinds import Bounding
 from dpsql.plan.sensitivity import TREE_LEAVES, grid_bound
 
@@ -140,7 +140,7 @@ def bounded_unit_sum(m, C: int, c: Columns) -> exp.Expression:
     n = exp.Count(this=col(c.raw))
     bound = grid_bound(m.lower, m.upper, m.granularity)
     total = cast(exp.Sum(this=v), "BIGINT")
-    scaled = exp.IntDiv(this=exp.Mul(this=cast(total, "HUGEINT"), expression=num(C)), expression=n)
+    scaled = exp.IntDiv(this=exp.Mul(this=wide_integer(total), expression=num(C)), expression=n)
     # n counts exactly the rows with a value (one evaluation, rows_cte), so |result| <= C*B already;
     # the clamp makes that hold by construction. C*B < 2**62: BIGINT, the next SUM needs no 128-bit state.
     value = exp.Case(ifs=[exp.If(this=exp.GT(this=n.copy(), expression=num(EXACT_DOUBLE // max(bound, 1))), true=num(0)),

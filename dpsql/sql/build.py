@@ -22,6 +22,17 @@ def num(value: float | int) -> exp.Expression:
     return exp.Literal.number(repr(value) if isinstance(value, float) else str(value))
 
 
+class TryOp(exp.Try):
+    """One operation that can fail on a row, NULL on that row instead (sql/guard.py ``per_operation``
+    writes it around exactly such an operation, its operands already total). DuckDB prints it
+    ``TRY(op)``; an engine without TRY maps it by the operation inside (Spark: ``try_divide``, ...)."""
+    _sql_names = ["TRY"]
+
+
+def try_op(node: exp.Expression) -> TryOp:
+    return TryOp(this=node)
+
+
 def fn(name: str, *args: exp.Expression) -> exp.Expression:
     # Anonymous keeps DuckDB's own semantics (sqlglot would wrap GREATEST/LEAST in NULL checks).
     return exp.Anonymous(this=name, expressions=list(args))
@@ -35,6 +46,18 @@ def _data_type(to: str) -> exp.DataType:
 def cast(value: exp.Expression, to: str) -> exp.Cast:
     # Parsing a type string is most of a plan's cost: build each type once (copied per use).
     return exp.Cast(this=value, to=_data_type(to).copy())
+
+
+# The one wide integer type of the lowering: a unit's capped sum, sum * C // n, is exact only in 128 bits
+# (|sum| <= 2**53 times C). DECIMAL(38,0) was tried in its place (issue 27, item 4): DuckDB computes
+# `//` on a DECIMAL in DOUBLE, and without flooring (CAST(-7 AS DECIMAL(38,0)) // 2 is -3.5), so the
+# integer type stays; it is a typed node (DataType INT128), which an engine without it maps to its own
+# 128-bit-exact form (Spark: DECIMAL(38,0) with DIV).
+WIDE_INTEGER = "HUGEINT"
+
+
+def wide_integer(value: exp.Expression) -> exp.Cast:
+    return cast(value, WIDE_INTEGER)
 
 
 def case_when(cond: exp.Expression, then: exp.Expression, default: exp.Expression) -> exp.Case:

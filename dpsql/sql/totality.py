@@ -8,9 +8,10 @@ user expression is typed at plan time:
   DuckDB types; an aggregate that needs a number refuses anything else.
 * ``is_total``: whether it provably cannot raise on any row (columns, literals, comparisons of one
   safe family, DATE with DATE and TIMESTAMP with TIMESTAMP included, a DECIMAL column with number
-  literals that its common type with them holds, AND/OR/NOT/IS NULL of those).
-  Everything else runs under ``TRY()``, which turns an error on a row into NULL; the functions
-  allowed are those whose errors ``TRY()`` catches.
+  literals that its common type with them holds, choices of one kind, divisions by a divisor never
+  0, AND/OR/NOT/IS NULL of those; an operation guarded by sql/guard.py is total too). Every other
+  operation is guarded on its own (sql/guard.py ``per_operation``), which turns its error on a row
+  into NULL; the functions allowed are those whose errors ``TRY()`` catches.
 * ``narrow_dates``: the literals a DATE or TIMESTAMP column is compared with, written in the column's
   type (``d > '2020-06-01'`` and ``d <= TIMESTAMP '1998-09-02 00:00:00'`` compare DATEs), as DuckDB
   itself converts them, so the comparison is total and DuckDB can push it into the scan.
@@ -35,6 +36,7 @@ from typing import Callable
 
 from sqlglot import exp
 
+from dpsql.sql.build import TryOp
 from dpsql.sql.compare import pairing
 from dpsql.sql.literals import is_date, parse_date, parse_timestamp, temporal_literal, temporal_value
 from dpsql.sql.types import BOOLEAN, NUMBER, SAFE_NUMBERS, STRING, TEMPORAL, base_type, temporal_type, type_family
@@ -91,7 +93,7 @@ def family(node: exp.Expression | None, types: Types) -> str | None:
     """The kind of value ``node`` yields: NUMBER, STRING, BOOLEAN, TEMPORAL, "null", or None (unknown/mixed)."""
     if node is None or isinstance(node, exp.Null):
         return "null"
-    if isinstance(node, exp.Paren):
+    if isinstance(node, (exp.Paren, TryOp)):
         return family(node.this, types)
     if isinstance(node, exp.Column):
         return type_family(types(node.name.lower()))
@@ -145,16 +147,75 @@ def _safe_operand(node: exp.Expression, types: Types) -> str | None:
     if isinstance(node, exp.Null):
         return "null"
     if isinstance(node, exp.Column):
-        sql_type = types(node.name.lower())
-        base = base_type(sql_type)
-        if base in SAFE_NUMBERS:
-            return NUMBER
-        temporal = temporal_type(sql_type)
-        if temporal is not None:
-            return DATE_KIND if temporal == "DATE" else TIMESTAMP_KIND
-        kind = type_family(sql_type)
-        return kind if kind in (STRING, BOOLEAN) else None
+        return _type_kind(types(node.name.lower()))
+    if isinstance(node, exp.TryCast) and is_total(node.this, types):
+        return _type_kind(_cast_target(node))   # a value of the target type, or NULL
+    if isinstance(node, TryOp):
+        return _guarded_kind(node.this, types)
+    if isinstance(node, (_SAME_NUMBER, _DOUBLE_RESULT)) and is_total(node, types):
+        return _guarded_kind(node, types)
+    if isinstance(node, _CHOICES):
+        return _choice_kind(node, types)
     return NUMBER if _calendar_part(node, types) else None   # a BIGINT, total itself
+
+
+def _type_kind(sql_type: str | None) -> str | None:
+    """The comparable kind of a value of ``sql_type``: a safe number, a DATE, a TIMESTAMP, a string or a
+    boolean; None for the rest (DECIMAL, UHUGEINT, other temporals), whose comparisons can cast."""
+    if base_type(sql_type) in SAFE_NUMBERS:
+        return NUMBER
+    temporal = temporal_type(sql_type)
+    if temporal is not None:
+        return DATE_KIND if temporal == "DATE" else TIMESTAMP_KIND
+    kind = type_family(sql_type)
+    return kind if kind in (STRING, BOOLEAN) else None
+
+
+# Operations whose result is a safe number when their operands are (an integer type, widened, or a
+# DOUBLE: never a DECIMAL, which a non-integer literal operand would make it).
+_SAME_NUMBER = (exp.Add, exp.Sub, exp.Mul, exp.IntDiv, exp.Mod, exp.Neg, exp.Abs, exp.Sign, exp.Round, exp.Floor,
+                exp.Ceil)
+# Operations DuckDB computes in DOUBLE whatever number types their operands have.
+_DOUBLE_RESULT = (exp.Div, exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow)
+
+
+def _guarded_kind(node: exp.Expression, types: Types) -> str | None:
+    """The comparable kind of TRY(node): NULL where it failed, else a value of node's own type."""
+    node = node.unnest()
+    operands = [c for c in node.iter_expressions()]
+    if isinstance(node, _SAME_NUMBER):
+        safe = all(_safe_operand(o, types) == NUMBER and not _decimal_literal(o) for o in operands)
+        return NUMBER if safe else None
+    if isinstance(node, _DOUBLE_RESULT):
+        return NUMBER if all(family(o, types) == NUMBER for o in operands) else None
+    if isinstance(node, exp.Length):
+        return NUMBER   # a BIGINT, whatever it measures
+    kind = family(node, types)
+    return kind if kind in (STRING, BOOLEAN) else None
+
+
+def _decimal_literal(node: exp.Expression) -> bool:
+    """A number literal DuckDB reads as a DECIMAL (``0.5``; not ``5``, not ``0.5e0``)."""
+    node = node.unnest()
+    node = node.this if isinstance(node, exp.Neg) else node
+    return is_number_literal(node) and not node.this.isdigit() and "e" not in node.this.lower()
+
+
+def _choice_kind(node: exp.Expression, types: Types) -> str | None:
+    """The comparable kind of a CASE/IF/COALESCE/NULLIF/GREATEST/LEAST that cannot fail: its
+    conditions booleans, its operands total and of one kind, so DuckDB's common type of them is a
+    cast that cannot fail (integers widened, or to DOUBLE; never a string to a number)."""
+    conditions = [i.this for i in node.args.get("ifs", [])] if isinstance(node, exp.Case) else (
+        [node.this] if isinstance(node, exp.If) else [])
+    operands = _branches(node) + ([node.expression] if isinstance(node, exp.Nullif) else [])
+    if not all(is_total(c, types) and family(c, types) in (BOOLEAN, "null") for c in conditions):
+        return None
+    if not all(is_total(o, types) and not _decimal_literal(o) for o in operands if o is not None):
+        return None
+    kinds = {_safe_operand(o, types) if o is not None else "null" for o in operands} - {"null"}
+    if None in kinds or len(kinds) > 1:
+        return None
+    return kinds.pop() if kinds else "null"
 
 
 def _operands(node: exp.Expression) -> list[exp.Expression]:
@@ -166,13 +227,28 @@ def _operands(node: exp.Expression) -> list[exp.Expression]:
 
 
 def is_total(node: exp.Expression | None, types: Types) -> bool:
-    """Whether evaluating ``node`` can never raise, whatever a row holds (else it runs under TRY())."""
+    """Whether evaluating ``node`` can never raise, whatever a row holds (else sql/guard.py guards its
+    operations that can)."""
     if node is None:
         return True
     if isinstance(node, exp.Paren):
         return is_total(node.this, types)
-    if isinstance(node, (exp.Column, exp.Literal, exp.Boolean, exp.Null)):
-        return True
+    if isinstance(node, (exp.Column, exp.Literal, exp.Boolean, exp.Null, TryOp)):
+        return True   # TryOp: NULL where its one operation fails, its operands total (sql/guard.py)
+    if isinstance(node, exp.TryCast):
+        return is_total(node.this, types)   # NULL where the cast fails
+    if isinstance(node, exp.Cast) and _cast_target(node) == "DOUBLE":
+        return family(node.this, types) == NUMBER and is_total(node.this, types)   # every number has a DOUBLE
+    if isinstance(node, exp.Neg) and is_number_literal(node.this):
+        return True   # a constant
+    if isinstance(node, exp.Div):
+        # DuckDB divides numbers in DOUBLE (no error); a divisor that may be 0 is NULLIF(d, 0) (sql/guard.py)
+        return all(family(o, types) == NUMBER and is_total(o, types) for o in (node.this, node.expression)) \
+            and nonzero_divisor(node.expression)
+    if isinstance(node, exp.Nullif) and _is_zero(node.expression):
+        return family(node.this, types) == NUMBER and is_total(node.this, types)   # x = 0: no cast can fail
+    if isinstance(node, _CHOICES):
+        return _choice_kind(node, types) is not None
     if isinstance(node, LOGIC):
         # Operands are cast to BOOLEAN: total only when they already are booleans.
         children = [c for c in (node.this, node.args.get("expression")) if c is not None]
@@ -194,6 +270,24 @@ def is_total(node: exp.Expression | None, types: Types) -> bool:
         kinds = {_safe_operand(o, types) for o in _operands(node)}
         return None not in kinds and len(kinds - {"null"}) <= 1
     return _calendar_part(node, types)
+
+
+def _is_zero(node: exp.Expression) -> bool:
+    return is_number_literal(node) and float(node.this) == 0
+
+
+def nonzero_divisor(node: exp.Expression) -> bool:
+    """A divisor that is never 0: a number literal other than 0, NULLIF(d, 0), or the ratio rule's
+    ``CASE WHEN d > 0 THEN d END`` (plan/outputs.py ``ratios``): NULL where d would be 0."""
+    node = node.unnest()
+    literal = node.this if isinstance(node, exp.Neg) else node
+    if is_number_literal(literal):
+        return float(literal.this) != 0
+    if isinstance(node, exp.Case) and len(node.args.get("ifs", [])) == 1 and node.args.get("default") is None:
+        when = node.args["ifs"][0]
+        test = when.this
+        return isinstance(test, exp.GT) and _is_zero(test.expression) and test.this == when.args.get("true")
+    return isinstance(node, exp.Nullif) and _is_zero(node.expression)
 
 
 def _literal_type(node: exp.Expression) -> str | None:

@@ -190,7 +190,7 @@ def test_the_kept_values_are_the_released_ones(tmp_path):
     with sqlite3.connect(ledger) as con:
         (blob,), = con.execute("SELECT released FROM measurements").fetchall()
     kept = pa.ipc.open_stream(io.BytesIO(blob)).read_all().to_pylist()
-    assert {r["k0"]: r["__value"] for r in kept} == {s: n for s, (_, n) in answer.items()}
+    assert {r["__k0"]: r["__value"] for r in kept} == {s: n for s, (_, n) in answer.items()}
     with sqlite3.connect(ledger) as con, pytest.raises(sqlite3.IntegrityError):
         con.execute("UPDATE measurements SET identity = 'x'")   # append-only, as every table of the ledger
     # A free replay is in the history at 0, without its answer (a free request grows the file by its

@@ -11,6 +11,7 @@ from sqlglot import exp
 import dpsql
 from dpsql import testing
 from dpsql.plan import exact
+from dpsql.sql.build import num, wide_integer
 from tests.support import sql_tree
 
 BOUND = 2 ** 20   # grid step 1: the values below are their own grid steps
@@ -38,7 +39,7 @@ def test_the_largest_steps_over_many_rows_sum_exactly():
     db = connect(n, C=n)
     plan = testing.lower(db, "SELECT SUM(v) FROM t")
     def as_bigint(alias: exp.Alias) -> bool:
-        return alias.alias == "v_m0" and isinstance(alias.this, exp.Cast) and alias.this.is_type("BIGINT")
+        return alias.alias == "__v_m0" and isinstance(alias.this, exp.Cast) and alias.this.is_type("BIGINT")
     assert not sql_tree.has(sql_tree.before(plan, "__units"), exp.Alias, as_bigint), "row steps stay DOUBLE"
     [(total,)] = testing.run(db, "SELECT SUM(v) AS s FROM t").rows
     assert total == heavy_sum(n) + 9 * 3
@@ -56,3 +57,16 @@ def test_a_person_past_the_exact_limit_adds_nothing(monkeypatch, rows, expected)
     monkeypatch.setattr(exact, "EXACT_DOUBLE", 10 * BOUND)
     [(total,)] = testing.run(connect(rows, C=5), "SELECT SUM(v) AS s FROM t").rows
     assert total == expected + 9 * 3
+
+
+@pytest.mark.parametrize("total, C, n", [(-(2 ** 53), 2 ** 20, 3), (2 ** 53 - 1, 1000, 7), (-7, 1, 2)])
+def test_the_wide_integer_share_is_exact_where_decimal_38_0_is_not(total, C, n):
+    """sum * C // n (exact.bounded_unit_sum) in the one wide integer type (sql/build.py WIDE_INTEGER): exact
+    and truncated toward zero. DECIMAL(38,0), tried in its place (issue 27, item 4), is not: DuckDB
+    divides it with // in DOUBLE, without truncating."""
+    share = exp.IntDiv(this=exp.Mul(this=wide_integer(num(total)), expression=num(C)), expression=num(n))
+    expected = abs(total) * C // n * (1 if total >= 0 else -1)
+    con = duckdb.connect()
+    assert con.sql(f"SELECT {share.sql('duckdb')}").fetchall() == [(expected,)]
+    decimal = share.sql("duckdb").replace("INT128", "DECIMAL(38,0)")
+    assert con.sql(f"SELECT {decimal}").fetchall() != [(expected,)]

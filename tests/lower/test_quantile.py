@@ -116,9 +116,9 @@ def test_leaf_counts_are_the_evenly_spaced_ranks_of_each_unit(rows, L, C, sql):
     leaves were a sorted list: the same answers, without a list."""
     plan = plan_for("u", L, C, 0.0, 16.0, sql)
     con = noiseless(rows, plan)
-    keys = [f"k{i}" for i in range(len(plan.group_keys))]
+    keys = [f"__k{i}" for i in range(len(plan.group_keys))]
     pair = ", ".join(["__unit", *keys])
-    cells = con.sql(exact_sql(plan, f"SELECT {pair}, v_m0 FROM __rows")).fetchall()
+    cells = con.sql(exact_sql(plan, f"SELECT {pair}, __v_m0 FROM __rows")).fetchall()
     kept = None
     if "__bounded" in stage_names(plan):
         kept = set(con.sql(exact_sql(plan, f"SELECT {pair} FROM __bounded")).fetchall())
@@ -242,7 +242,7 @@ def test_noisy_node_counts_are_discrete_laplace_with_scale_D_over_epsilon():
     plan = db.explain("SELECT k, MEDIAN(v) FROM t GROUP BY k", epsilon=0.5)
     assert plan.measurements[0].scale == TREE_DEPTH / 0.5
     diff = exact_sql(plan, "SELECT c.noisy - COALESCE(h.n, 0) FROM __m0_c1 c LEFT JOIN __m0_h1 h "
-                           "ON c.k0 = h.k0 AND h.node = c.child")
+                           "ON c.__k0 = h.__k0 AND h.node = c.child")
     draws = np.array([z for (z,) in testing.duckdb_connection(db).sql(diff).fetchall()])
     assert len(draws) == 1500 * TREE_BRANCHING
     assert chi_squared_p(draws, TREE_DEPTH / 0.5) > 0.001

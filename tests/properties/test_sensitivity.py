@@ -30,7 +30,7 @@ def exact_names(plan) -> set:
 
 def measure(rows, plan) -> dict:
     table = noiseless(rows, plan).sql(exact_sql(plan)).to_arrow_table()
-    key_cols = [c for c in table.column_names if c.startswith("k")]
+    key_cols = [c for c in table.column_names if c.startswith("__k")]
     out = {}
     for row in table.to_pylist():
         # NaN is one group in DuckDB but never equal to itself in Python: name it.
@@ -228,7 +228,7 @@ def test_count_distinct_keeps_a_units_C_smallest_declared_values(rows, C, sql):
     distinct declared values (MIN(v, C) over its distinct values, no list of all of them): the choice
     the sorted lists made."""
     plan = plan_for("u", 2, C, -100.0, 100.0, sql)
-    keys = [f"k{i}" for i in range(len(plan.group_keys))]
+    keys = [f"__k{i}" for i in range(len(plan.group_keys))]
     pair = ", ".join(["__unit", *keys])
     con = noiseless(rows, plan)
 
@@ -242,7 +242,7 @@ def test_count_distinct_keeps_a_units_C_smallest_declared_values(rows, C, sql):
         key = named((unit,) if not keys else (unit, v))
         if grp in KEYS and (kept is None or key in kept):
             values.setdefault(key, set()).add(grp)
-    got = con.sql(exact_sql(plan, f"SELECT {pair}, v_m0 FROM __m0_values")).fetchall()
+    got = con.sql(exact_sql(plan, f"SELECT {pair}, __v_m0 FROM __m0_values")).fetchall()
     assert {named(row[:-1]): row[-1] for row in got} == {key: sorted(found)[:C] for key, found in values.items()}
 
 
@@ -258,7 +258,7 @@ def test_count_distinct_per_unit_compares_in_the_columns_collation():
     db = dpsql.connect(con, ledger=":memory:", policy=policy)
     plan = db.explain("SELECT COUNT(DISTINCT grp) FROM t", epsilon=1.0)
     assert plan.measurements[0].sensitivity.l1 == 2
-    units = sorted(testing.duckdb_connection(db).sql(exact_sql(plan, "SELECT __unit, v_m0 FROM __m0_values")).fetchall())
+    units = sorted(testing.duckdb_connection(db).sql(exact_sql(plan, "SELECT __unit, __v_m0 FROM __m0_values")).fetchall())
     assert [(u, len(v)) for u, v in units] == [(1, 2), (2, 1), (3, 1)]
     assert testing.run(db, "SELECT COUNT(DISTINCT grp) FROM t", noise="identity").rows == [(2,)]
 
@@ -298,7 +298,7 @@ HISTOGRAM_QUERIES = [
 
 def histograms(rows, plan, m) -> dict:
     """Each group's histogram of ``m`` as the rewritten SQL gathers it: {keys: {cell: count}}."""
-    keys = ", ".join(f'"k{i}"' for i in range(len(plan.group_keys)))
+    keys = ", ".join(f'"__k{i}"' for i in range(len(plan.group_keys)))
     final = f"SELECT {keys + ', ' if keys else ''}cells, counts FROM __{m.name}_hist"
     out = {}
     for row in noiseless(rows, plan).sql(exact_sql(plan, final)).fetchall():

@@ -46,7 +46,7 @@ def _coupled(rewritten_sql: str, keys: int) -> exp.Select:
 
     def coupled(node):
         if isinstance(node, exp.Alias) and node.alias == "__r":
-            columns = [exp.column(f"k{i}", quoted=True) for i in range(keys)]
+            columns = [exp.column(f"__k{i}", quoted=True) for i in range(keys)]
             key = exp.Anonymous(this="hash", expressions=[exp.column("__unit", quoted=True), *columns])
             return exp.alias_(exp.Mod(this=key, expression=exp.Literal.number(2 ** 53)), "__r")
         return node

@@ -101,7 +101,7 @@ def same_outcome(sql: str, name: str, before: Outcome, after: Outcome) -> None:
 
 def measurements_by_group(outcome: Outcome) -> dict[tuple, dict[str, int]]:
     table = outcome.table
-    keys = [c for c in table.column_names if c.startswith("k")]
+    keys = [c for c in table.column_names if c.startswith("__k")]
     names = [m.name for m in outcome.plan.measurements if m.kind != "quantile"]
     names += ["__u"] if outcome.plan.top_k is not None else []
     columns = python_columns(table)
