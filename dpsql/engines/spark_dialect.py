@@ -7,6 +7,9 @@ window. So: every sqlglot "unsupported" is an error (``unsupported_level=IMMEDIA
 native (Spark 4 has it), and each DuckDB name the lowering writes as an anonymous call is mapped
 exactly or refused (DP440, before anything is spent):
 
+* a ``TryOp`` (one operation guarded on its own, its operands total) -> ``TRY_CAST``, ``TRY_ADD``,
+  ``TRY_SUBTRACT``, ``TRY_MULTIPLY``, ``TRY_DIVIDE`` (its divisor a NULLIF or a non-zero literal), any
+  other operation refused;
 * ``TRY(CAST(a AS T))`` -> ``TRY_CAST``; ``TRY(a op b)`` of two plain operands -> ``TRY_ADD`` /
   ``TRY_SUBTRACT`` / ``TRY_MULTIPLY``, ``TRY_DIVIDE`` by a non-zero literal only (DuckDB's x/0 is
   inf or NULL, Spark's NULL); a TRY around anything else is refused: one operation's NULL is not a
@@ -33,6 +36,7 @@ from sqlglot.errors import ErrorLevel, UnsupportedError
 from sqlglot.generators.spark import SparkGenerator
 
 from dpsql.lower.program import not_staged
+from dpsql.sql.build import TryOp
 
 # TRY around one arithmetic operation: its Spark function that gives NULL where DuckDB's TRY does.
 TRY_OPERATIONS = {exp.Add: "TRY_ADD", exp.Sub: "TRY_SUBTRACT", exp.Mul: "TRY_MULTIPLY"}
@@ -61,6 +65,21 @@ def _try(self: SparkGenerator, inner: exp.Expression) -> str:
     raise UnsupportedError(f"TRY around more than one operation ({inner.sql('duckdb')[:80]})")
 
 
+def _try_op(self: SparkGenerator, node: TryOp) -> str:
+    """One operation guarded on its own (sql/guard.py ``per_operation``: its operands total already, a
+    divisor that may be 0 a NULLIF): Spark's function of that operation, NULL where DuckDB's TRY is."""
+    inner = node.this
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.Cast):
+        return self.sql(exp.TryCast(this=inner.this, to=inner.to, safe=True))
+    if type(inner) in TRY_OPERATIONS:
+        return self.func(TRY_OPERATIONS[type(inner)], inner.this, inner.expression)
+    if isinstance(inner, exp.Div):
+        return self.func("TRY_DIVIDE", inner.this, inner.expression)
+    raise UnsupportedError(f"TRY around {type(inner).__name__} ({inner.sql('duckdb')[:80]})")
+
+
 def _nonzero(node: exp.Expression) -> bool:
     return isinstance(node, exp.Literal) and not node.is_string and float(node.this) != 0
 
@@ -81,6 +100,14 @@ def _cast(self: SparkGenerator, cast: exp.Cast) -> str:
     if cast.to.this in INTEGERS and not _whole(cast.this):
         cast = exp.Cast(this=exp.Anonymous(this="ROUND", expressions=[cast.this.copy()]), to=cast.to.copy())
     return self.cast_sql(cast)
+
+
+def _try_cast(self: SparkGenerator, cast: exp.TryCast) -> str:
+    """DuckDB's TRY_CAST (sql/guard.py writes it for a cast that may fail) is Spark's TRY_CAST: NULL where
+    the value does not convert; sqlglot prints a TryCast without ``safe`` as a plain CAST, which fails
+    the job under ANSI. Not rounded here, its operand's type unknown (a string's ROUND fails under ANSI):
+    sql/guard.py writes ROUND inside a cast of a number to an integer type already."""
+    return f"TRY_CAST({self.sql(cast, 'this')} AS {self.sql(cast, 'to')})"
 
 
 def _whole(node: exp.Expression) -> bool:
@@ -115,10 +142,12 @@ class DpsqlSparkGenerator(SparkGenerator):
         **SparkGenerator.TRANSFORMS,
         exp.Anonymous: _anonymous,
         exp.Cast: _cast,
+        exp.TryCast: _try_cast,
         exp.CTE: _cte,
         exp.Collate: _collate,
         exp.DataType: _datatype,
         exp.Try: lambda self, e: _try(self, e.this),
+        TryOp: _try_op,
     }
     # QUALIFY printed as written (Spark 4 has it): no subquery, no alias substituted into the window.
     TRANSFORMS.pop(exp.Select, None)

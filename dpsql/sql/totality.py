@@ -156,6 +156,8 @@ def _safe_operand(node: exp.Expression, types: Types) -> str | None:
         return _guarded_kind(node, types)
     if isinstance(node, _CHOICES):
         return _choice_kind(node, types)
+    if isinstance(node, exp.Cast) and is_total(node, types):
+        return _type_kind(_cast_target(node))   # a number as DOUBLE (a stage's released value: stages.literal)
     return NUMBER if _calendar_part(node, types) else None   # a BIGINT, total itself
 
 
