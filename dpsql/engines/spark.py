@@ -38,7 +38,6 @@ from dpsql.engines.duckdb import DuckDBEngine, _started
 from dpsql.engines.base import EngineError
 from dpsql.engines.duckdb_schema import compared
 from dpsql.engines.spark_dialect import spark_sql
-from dpsql.engines.turns import Turns
 from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct, first_line
 from dpsql.limits import NO_DEADLINE, Deadline
 from dpsql.lower.program import AGG, not_staged, split
@@ -72,7 +71,13 @@ class SparkEngine:
     def __init__(self, spark: Any):
         self.spark = spark
         self.driver = DuckDBEngine(duckdb.connect())   # public data, released values, one run's __agg
-        self.run_lock = Turns()
+        # One turn for the engine, its driver DuckDB included (one query at a time per engine, the turns
+        # shared round robin between analysts, engines/turns.py): a query's turn spans its Spark job and
+        # its driver stage, and planning's reads of public data (the driver's own turns) and the driver's
+        # tables a query holds (``holding``) wait for it. With a turn each, a read would use the driver's
+        # DuckDB connection (not thread-safe) while a query held its tables, and a key set mirrored to
+        # Spark would change the session's views under a running job.
+        self.run_lock = self.driver.run_lock
         self.path = None
         self.handed_over = True   # the owner's session: dpsql never stops it
         self.opaque = True        # a session's tables have no identity dpsql can name (a per-connection version)
@@ -173,10 +178,12 @@ class SparkEngine:
 
     def public_keys(self, table: str, column: ColumnPolicy, prefix: str, reader: Hashable = None,
                     deadline: float | None = None) -> ColumnPolicy:
-        """As DuckDB's, read from the driver's copy of the public table; a long set mirrored to Spark."""
-        keyed = self.driver.public_keys(table, column, prefix, reader, deadline)
-        if keyed.key_table is not None and keyed.key_table not in self.views:
-            self._mirror(keyed.key_table)
+        """As DuckDB's, read from the driver's copy of the public table; a long set mirrored to Spark, in
+        the same turn."""
+        with self.turn(reader):
+            keyed = self.driver.public_keys(table, column, prefix, reader, deadline)
+            if keyed.key_table is not None and keyed.key_table not in self.views:
+                self._mirror(keyed.key_table)
         return keyed
 
     def pruned_keys(self, read: str, reader: Hashable = None, deadline: float | None = None) -> tuple | None:

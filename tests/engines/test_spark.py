@@ -17,6 +17,7 @@ import dpsql
 from dpsql import testing
 from tests.support.fixture import POLICY, make_database
 from tests.support.paths import GRAMMAR
+from tests.support.spark import as_views
 
 pytestmark = pytest.mark.spark
 
@@ -30,12 +31,6 @@ def wide_policy() -> dict:
         if not table.get("public") and table.get("privacy_unit") != "row":
             table["max_groups_per_unit"] = WIDE_L
     return policy
-
-
-def as_views(spark, con) -> None:
-    """The fixture's tables as the session's temp views of their names (what connect reads)."""
-    for name in ("people", "visits", "prescriptions", "clinics"):
-        spark.createDataFrame(con.sql(f"SELECT * FROM {name}").to_arrow_table()).createOrReplaceTempView(name)
 
 
 @pytest.fixture(scope="module")
