@@ -130,10 +130,9 @@ class SparkEngine:
         """The policy bound to the Spark views' types, as DuckDB binds them (an empty copy of each
         private view's schema on the driver, dropped after), its referenced keys unique in Spark (DP504),
         long key sets as key tables on the driver mirrored to Spark."""
-        from pyspark.sql.pandas.types import to_arrow_schema
         empty = [n for n, t in policy.tables.items() if not t.public]
         for name in empty:
-            schema = to_arrow_schema(self.spark.table(self.views[name]).schema)
+            schema = arrow_schema(self.spark.table(self.views[name]).schema)
             self.driver.con.register(f"__dpsql_empty_{name}", schema.empty_table())
             self.driver.con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "__dpsql_empty_{name}"')
             self.driver.con.unregister(f"__dpsql_empty_{name}")
@@ -258,11 +257,10 @@ class SparkEngine:
         except Exception as e:   # pyspark's AnalysisException, ParseException
             raise UnsupportedConstruct("DP311", f"Spark cannot run this query: {spark_message(e)}", rule="engine_binds",
                                        hint="nothing was spent; check the types of the expressions") from None
-        from pyspark.sql.pandas.types import to_arrow_schema
         driver = program.driver.sql(dialect="duckdb")
         wanted = {p.name for p in program.driver.find_all(exp.Placeholder)}
         driver_params = {k: v for k, v in (params or {}).items() if k in wanted} or None
-        with self._agg(to_arrow_schema(schema).empty_table()):
+        with self._agg(arrow_schema(schema).empty_table()):
             like = self.driver.bind(driver, driver_params)
             return SparkBound(frame, driver, driver_params, like.columns, like.types)
 
@@ -349,6 +347,15 @@ class SparkEngine:
             with contextlib.suppress(Exception):
                 self.spark.catalog.dropTempView(view)
         self.driver.close()
+
+
+def arrow_schema(schema: Any) -> pa.Schema:
+    """A Spark schema as Arrow's, a TIMESTAMP as a timestamp without a time zone (DuckDB's TIMESTAMP, as
+    the lowering types it: Spark compares it with literals in the session's time zone; pyspark's own
+    conversion asks for a zone and would make it DuckDB's TIMESTAMPTZ)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    return pa.schema([f.with_type(pa.timestamp(f.type.unit)) if pa.types.is_timestamp(f.type) else f for f in arrow])
 
 
 def spark_message(error: BaseException) -> str:
