@@ -68,15 +68,19 @@ def policy(path: Path, level: str) -> dict:
     return {"version": 1, "budget": {"epsilon": 1e9}, "tables": {"events": table}}
 
 
-def timed(fn, runs: int) -> tuple[list[float], list]:
-    """One warm-up, then ``runs`` timed calls: (seconds, results)."""
-    fn()
-    times, results = [], []
+def timed(systems: dict, runs: int) -> dict[str, tuple[list[float], list]]:
+    """One warm-up each, then ``runs`` rounds with the systems alternating within every round (the load
+    other jobs put on the machine drifts: alternating spreads it over every system): (seconds, results)."""
+    for fn in systems.values():
+        fn()
+    out: dict[str, tuple[list[float], list]] = {name: ([], []) for name in systems}
     for _ in range(runs):
-        started = time.perf_counter()
-        results.append(fn())
-        times.append(time.perf_counter() - started)
-    return times, results
+        for name, fn in systems.items():
+            started = time.perf_counter()
+            result = fn()
+            out[name][0].append(time.perf_counter() - started)
+            out[name][1].append(result)
+    return out
 
 
 def by_group(table) -> dict[int, float]:
@@ -99,12 +103,11 @@ def on_spark(spark, path: Path, level: str, kind: str, runs: int, epsilon: float
     spark.read.parquet(str(path)).createOrReplaceTempView("events")
     db = dpsql.connect(spark, policy=policy(path, level), ledger=":memory:")
     sql = QUERIES[kind]
-    out = {}
-    for name, fn in (("plain", lambda: spark.sql(sql).toArrow()),
-                     ("floor", lambda: spark.sql(FLOOR[level, kind]).toArrow()),
-                     ("dpsql", lambda: db.sql(sql, epsilon=epsilon, fresh=True).arrow())):
-        times, results = timed(fn, runs)
-        out[name] = {"times": times, "load": load(), "answers": [by_group(r) for r in results]}
+    systems = {"plain": lambda: spark.sql(sql).toArrow(),
+               "floor": lambda: spark.sql(FLOOR[level, kind]).toArrow(),
+               "dpsql": lambda: db.sql(sql, epsilon=epsilon, fresh=True).arrow()}
+    out = {name: {"times": times, "load": load(), "answers": [by_group(r) for r in results]}
+           for name, (times, results) in timed(systems, runs).items()}
     db.close()
     return out
 
@@ -112,7 +115,7 @@ def on_spark(spark, path: Path, level: str, kind: str, runs: int, epsilon: float
 def on_duckdb(path: Path, level: str, kind: str, runs: int, epsilon: float) -> dict:
     import dpsql
     db = dpsql.connect(None, policy=policy(path, level), ledger=":memory:")
-    times, results = timed(lambda: db.sql(QUERIES[kind], epsilon=epsilon, fresh=True).arrow(), runs)
+    times, results = timed({"duckdb": lambda: db.sql(QUERIES[kind], epsilon=epsilon, fresh=True).arrow()}, runs)["duckdb"]
     db.close()
     return {"times": times, "load": load(), "answers": [by_group(r) for r in results]}
 
@@ -169,7 +172,7 @@ def markdown(result: dict) -> str:
     lines = [f"# dpsql on Spark: {result['rows']:,} rows, epsilon {result['epsilon']:g}, L={L} C={C} at user level",
              "", f"Spark `{result['master']}` on {result['cores']} cores shared with other engineers' jobs "
              f"(load average before {result['load_before']}, after {result['load_after']}); medians of "
-             f"{result['runs']} warm runs after one warm-up, seconds; RMSE of the released values against the "
+             f"{result['runs']} warm runs after one warm-up each (plain, floor and dpsql on Spark alternating within each round), seconds; RMSE of the released values against the "
              "exact answer (plain Spark's), over those runs (so bounding's bias is in it).", "",
              "| case | plain Spark | floor (Spark) | dpsql on Spark | dpsql / floor | Tumult | dpsql on DuckDB "
              "| RMSE dpsql (Spark) | RMSE Tumult | load |",

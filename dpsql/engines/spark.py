@@ -213,13 +213,9 @@ class SparkEngine:
         """Released rows in a driver table shaped as ``like`` (a bound query of either stage)."""
         return self.driver.rows(rows, like, name)
 
-    @contextlib.contextmanager
-    def turn(self, who: Hashable = None, deadline: float | None = None) -> Iterator[Deadline]:
-        self.run_lock.acquire(who)
-        try:
-            yield Deadline(deadline)
-        finally:
-            self.run_lock.release()
+    def turn(self, who: Hashable = None, deadline: float | None = None) -> contextlib.AbstractContextManager[Deadline]:
+        """The driver's turn, which is the engine's (see ``__init__``)."""
+        return self.driver.turn(who, deadline)
 
     def lock_down(self) -> None:
         """The driver DuckDB locked down as any DuckDB engine; Spark cannot be (see the module docstring)."""
