@@ -14,7 +14,7 @@ spends no budget and draws no noise, so whoever can call it already holds the da
 runs on neighbouring databases are coupled; ``stage="measurements"`` returns each candidate group's
 keys and exact measurements instead of the released outputs.
 
-The accessors below (``duckdb_connection``, ``ledger``, ``noise_function``, ``random_source``,
+The accessors below (``engine``, ``duckdb_connection``, ``ledger``, ``noise_function``, ``random_source``,
 ``bind``, ``fetch``, ``before_run``, ``engine_reads``, ``forget_key_checks``, and for the plan cache
 ``forget_plans``, ``keep_plans``, ``plannings``) hand the trusted caller what tests need from a
 connection's inside, so tests never read its private attributes (tests/contracts/test_suite_rules.py
@@ -48,6 +48,7 @@ from dpsql.api.planner import Planner
 from dpsql.api.plan_cache import PlanCache
 from dpsql.engines import duckdb_schema
 from dpsql.engines.duckdb import DuckDBEngine
+from dpsql.engines.base import Engine
 from dpsql.lower import shared
 from dpsql.limits import NO_DEADLINE
 from dpsql.lower.names import SALT, choice_function, top_k_function
@@ -206,6 +207,11 @@ def measured(db: PrivateConnection, plan: Plan, noise: str = "identity", samplin
 # --- trusted accessors: in-process only, never behind a server ---------------------------------------
 
 def _engine(db: PrivateConnection) -> DuckDBEngine:
+    return db._engine
+
+
+def engine(db: PrivateConnection) -> Engine:
+    """The engine ``db`` runs on (engines/base.py): its turns, its reads of public data, its runs."""
     return db._engine
 
 

@@ -35,6 +35,7 @@ from dpsql.cli import policy_cmd
 from dpsql.cli import publish_cmd
 from dpsql.cli.randomize import randomize
 from dpsql.cli.serve import remote_for, serve, serve_demo, server_option
+from dpsql.cli.spark import data_for, engine_options
 from dpsql.cli import config
 from dpsql.cli.output import (FORMATS, check_destination, output_format, render, terminal_width, write,
                               write_after_charge)
@@ -179,19 +180,6 @@ def _connect(db_path: str, policy_path: str, **kwargs):
         return dpsql.connect(db_path, policy=policy_path, **kwargs)
 
 
-def _spark_session(master: str):
-    """A Spark session at ``master`` (engines/spark.py reads the policy's ``source:`` paths through it); a
-    set-up error (exit 3) without pyspark."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise click.ClickException("--engine spark needs pyspark: pip install 'dpsql[spark]'") from None
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # Python workers run this interpreter
-    session = SparkSession.builder.master(master).appName("dpsql").config("spark.ui.enabled", "false").getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
-
-
 # --- commands ------------------------------------------------------------------------------------
 
 @click.group(cls=_Group)
@@ -251,11 +239,7 @@ def _mechanism(mechanism: str | None, report_clipping: bool = False) -> dict:
               help="Add <col>_ci_low/<col>_ci_high confidence intervals at this level, e.g. 0.95 (free).")
 @click.option("--raw-counts", is_flag=True, default=False,
               help="Release counts (and sums of non-negative values) without clamping them at 0.")
-@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
-              help="Where the exact stage runs: DuckDB, or Spark (the policy's source: paths read by Spark; "
-                   "the noise runs in this process; needs pip install 'dpsql[spark]').")
-@click.option("--spark-master", default="local[*]", show_default=True, metavar="URL",
-              help="With --engine spark: the Spark master (local[*], spark://host:7077, yarn, ...).")
+@engine_options
 @mechanism_option
 @report_option
 def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh, ci, raw_counts, output_path,
@@ -282,7 +266,7 @@ def query(sql, db_path, policy_path, server, epsilon, delta, fmt, ledger, fresh,
     check_destination(output_path)
     chosen = _mechanism(mechanism, report_clipping)
     with spinner("running the query"):
-        data = _spark_session(spark_master) if engine == "spark" and server is None else db_path
+        data = data_for(engine, spark_master, db_path) if server is None else db_path
         db = _connect(data, policy_path, ledger=ledger) if server is None else \
             remote_for(server, db_path=db_path, policy_path=policy_path, ledger=ledger)
         with reporting_errors(show_details=server is not None):   # a remote error holds no data

@@ -16,6 +16,7 @@ import click
 
 import dpsql
 from dpsql.cli.reporting import MEMORY_DB, SetupFile
+from dpsql.cli.spark import data_for, engine_options
 from dpsql.errors import DpsqlError
 
 server_option = click.option(
@@ -72,8 +73,9 @@ def _loopback(host: str) -> bool:
                    "answers charged to a budget are not counted (429 DP424 beyond).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(("critical", "error", "warning", "info", "debug")))
+@engine_options
 def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, workers, deadline, per_analyst,
-          free_per_minute, log_level):
+          free_per_minute, log_level, engine, spark_master):
     """Serve the HTTP API (and the browser console) over one database, for analysts with tokens.
 
     The server holds the data, the policy and the ledger; analysts send SQL with their token
@@ -83,6 +85,7 @@ def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, work
     Example:
         dpsql serve --db people.duckdb --policy policy.yaml --port 8765 --deadline 60
         dpsql analyst add alice --epsilon 1 --db people.duckdb --policy policy.yaml
+        dpsql serve --engine spark --spark-master spark://host:7077 --policy lake.yaml --ledger budget.sqlite
     """
     from dpsql.server.limits import Limits
     from dpsql.server.run import serve as run_server
@@ -93,9 +96,11 @@ def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, work
     limits = Limits(max_body=max_body, workers=workers, deadline=deadline, per_analyst=per_analyst,
                     free_per_minute=free_per_minute)
     db_path = None if db_path == MEMORY_DB else db_path
-    click.echo(f"dpsql: serving {db_path or 'the sources of ' + policy_path} on http://{host}:{port} (console at /, API at /v1/)", err=True)
+    on = f" on Spark ({spark_master})" if engine == "spark" else ""
+    click.echo(f"dpsql: serving {db_path or 'the sources of ' + policy_path}{on} on http://{host}:{port} "
+               "(console at /, API at /v1/)", err=True)
     try:
-        run_server(db_path, policy_path, ledger, host=host, port=port, limits=limits,
+        run_server(data_for(engine, spark_master, db_path), policy_path, ledger, host=host, port=port, limits=limits,
                    cors_origins=tuple(cors_origins), log_level=log_level)
     except DpsqlError as err:
         click.echo(err.format(), err=True)

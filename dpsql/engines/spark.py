@@ -38,7 +38,6 @@ from dpsql.engines.duckdb import DuckDBEngine, _started
 from dpsql.engines.base import EngineError
 from dpsql.engines.duckdb_schema import compared
 from dpsql.engines.spark_dialect import spark_sql
-from dpsql.engines.turns import Turns
 from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct, first_line
 from dpsql.limits import NO_DEADLINE, Deadline
 from dpsql.lower.program import AGG, not_staged, split
@@ -72,7 +71,13 @@ class SparkEngine:
     def __init__(self, spark: Any):
         self.spark = spark
         self.driver = DuckDBEngine(duckdb.connect())   # public data, released values, one run's __agg
-        self.run_lock = Turns()
+        # One turn for the engine, its driver DuckDB included (one query at a time per engine, the turns
+        # shared round robin between analysts, engines/turns.py): a query's turn spans its Spark job and
+        # its driver stage, and planning's reads of public data (the driver's own turns) and the driver's
+        # tables a query holds (``holding``) wait for it. With a turn each, a read would use the driver's
+        # DuckDB connection (not thread-safe) while a query held its tables, and a key set mirrored to
+        # Spark would change the session's views under a running job.
+        self.run_lock = self.driver.run_lock
         self.path = None
         self.handed_over = True   # the owner's session: dpsql never stops it
         self.opaque = True        # a session's tables have no identity dpsql can name (a per-connection version)
@@ -125,10 +130,9 @@ class SparkEngine:
         """The policy bound to the Spark views' types, as DuckDB binds them (an empty copy of each
         private view's schema on the driver, dropped after), its referenced keys unique in Spark (DP504),
         long key sets as key tables on the driver mirrored to Spark."""
-        from pyspark.sql.pandas.types import to_arrow_schema
         empty = [n for n, t in policy.tables.items() if not t.public]
         for name in empty:
-            schema = to_arrow_schema(self.spark.table(self.views[name]).schema)
+            schema = arrow_schema(self.spark.table(self.views[name]).schema)
             self.driver.con.register(f"__dpsql_empty_{name}", schema.empty_table())
             self.driver.con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "__dpsql_empty_{name}"')
             self.driver.con.unregister(f"__dpsql_empty_{name}")
@@ -173,10 +177,12 @@ class SparkEngine:
 
     def public_keys(self, table: str, column: ColumnPolicy, prefix: str, reader: Hashable = None,
                     deadline: float | None = None) -> ColumnPolicy:
-        """As DuckDB's, read from the driver's copy of the public table; a long set mirrored to Spark."""
-        keyed = self.driver.public_keys(table, column, prefix, reader, deadline)
-        if keyed.key_table is not None and keyed.key_table not in self.views:
-            self._mirror(keyed.key_table)
+        """As DuckDB's, read from the driver's copy of the public table; a long set mirrored to Spark, in
+        the same turn."""
+        with self.turn(reader):
+            keyed = self.driver.public_keys(table, column, prefix, reader, deadline)
+            if keyed.key_table is not None and keyed.key_table not in self.views:
+                self._mirror(keyed.key_table)
         return keyed
 
     def pruned_keys(self, read: str, reader: Hashable = None, deadline: float | None = None) -> tuple | None:
@@ -207,13 +213,9 @@ class SparkEngine:
         """Released rows in a driver table shaped as ``like`` (a bound query of either stage)."""
         return self.driver.rows(rows, like, name)
 
-    @contextlib.contextmanager
-    def turn(self, who: Hashable = None, deadline: float | None = None) -> Iterator[Deadline]:
-        self.run_lock.acquire(who)
-        try:
-            yield Deadline(deadline)
-        finally:
-            self.run_lock.release()
+    def turn(self, who: Hashable = None, deadline: float | None = None) -> contextlib.AbstractContextManager[Deadline]:
+        """The driver's turn, which is the engine's (see ``__init__``)."""
+        return self.driver.turn(who, deadline)
 
     def lock_down(self) -> None:
         """The driver DuckDB locked down as any DuckDB engine; Spark cannot be (see the module docstring)."""
@@ -251,11 +253,10 @@ class SparkEngine:
         except Exception as e:   # pyspark's AnalysisException, ParseException
             raise UnsupportedConstruct("DP311", f"Spark cannot run this query: {spark_message(e)}", rule="engine_binds",
                                        hint="nothing was spent; check the types of the expressions") from None
-        from pyspark.sql.pandas.types import to_arrow_schema
         driver = program.driver.sql(dialect="duckdb")
         wanted = {p.name for p in program.driver.find_all(exp.Placeholder)}
         driver_params = {k: v for k, v in (params or {}).items() if k in wanted} or None
-        with self._agg(to_arrow_schema(schema).empty_table()):
+        with self._agg(arrow_schema(schema).empty_table()):
             like = self.driver.bind(driver, driver_params)
             return SparkBound(frame, driver, driver_params, like.columns, like.types)
 
@@ -342,6 +343,15 @@ class SparkEngine:
             with contextlib.suppress(Exception):
                 self.spark.catalog.dropTempView(view)
         self.driver.close()
+
+
+def arrow_schema(schema: Any) -> pa.Schema:
+    """A Spark schema as Arrow's, a TIMESTAMP as a timestamp without a time zone (DuckDB's TIMESTAMP, as
+    the lowering types it: Spark compares it with literals in the session's time zone; pyspark's own
+    conversion asks for a zone and would make it DuckDB's TIMESTAMPTZ)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    return pa.schema([f.with_type(pa.timestamp(f.type.unit)) if pa.types.is_timestamp(f.type) else f for f in arrow])
 
 
 def spark_message(error: BaseException) -> str:

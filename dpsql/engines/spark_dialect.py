@@ -22,7 +22,9 @@ exactly or refused (DP440, before anything is spent):
   may hold a fraction -> ``CAST(ROUND(x) AS ...)``: DuckDB rounds, Spark truncates;
 * ``COLLATE C`` (bytes compared) -> ``COLLATE UTF8_BINARY``;
 * ``LEAST``, ``GREATEST``, ``ROUND``: the same functions (NULLs skipped, half away from zero);
-* ``AS MATERIALIZED`` dropped: the exact stage holds no noise, so a recomputed CTE is the same CTE.
+* ``AS MATERIALIZED`` dropped: the exact stage holds no noise, so a recomputed CTE is the same CTE;
+* ``x IN ()`` (a key set that public predicates pruned to nothing, frontend/key_pruning.py), which
+  Spark's parser refuses, as its DuckDB value: NULL for a NULL ``x``, else FALSE.
 
 >>> import sqlglot
 >>> spark_sql(sqlglot.parse_one("SELECT TRY(CAST(a AS HUGEINT)) FROM t", read="duckdb"))
@@ -137,6 +139,15 @@ def _cte(self: SparkGenerator, cte: exp.CTE) -> str:
     return f"{self.sql(cte, 'alias')} AS {self.wrap(cte.this)}"
 
 
+def _in(self: SparkGenerator, node: exp.In) -> str:
+    """An empty IN list as DuckDB evaluates it (NULL IN () is NULL, 1 IN () FALSE); the rest as Spark's."""
+    if node.expressions or any(node.args.get(k) for k in ("query", "unnest", "field")):
+        return self.in_sql(node)
+    null = exp.If(this=exp.Is(this=node.this.copy(), expression=exp.Null()),
+                  true=exp.Cast(this=exp.Null(), to=exp.DataType.build("BOOLEAN")))
+    return self.sql(exp.Paren(this=exp.Case(ifs=[null], default=exp.false())))
+
+
 class DpsqlSparkGenerator(SparkGenerator):
     TRANSFORMS = {
         **SparkGenerator.TRANSFORMS,
@@ -146,6 +157,7 @@ class DpsqlSparkGenerator(SparkGenerator):
         exp.CTE: _cte,
         exp.Collate: _collate,
         exp.DataType: _datatype,
+        exp.In: _in,
         exp.Try: lambda self, e: _try(self, e.this),
         TryOp: _try_op,
     }

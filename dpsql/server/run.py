@@ -25,11 +25,12 @@ def config(db, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, limits: Li
                           proxy_headers=False, timeout_keep_alive=5, limit_concurrency=4 * limits.max_in_flight)
 
 
-def serve(db_path: str | None, policy: str, ledger: str | None = None, *, host: str = DEFAULT_HOST,
+def serve(data, policy: str, ledger: str | None = None, *, host: str = DEFAULT_HOST,
           port: int = DEFAULT_PORT, limits: Limits | None = None, cors_origins: tuple[str, ...] = (),
           log_level: str = "info") -> None:
-    """Open the database (read-only), the policy and the ledger, and serve until interrupted."""
-    db = connect(db_path, policy=policy, ledger=ledger)
+    """Open the data (a database path opened read-only, None for the policy's sources, or a Spark session:
+    what ``dpsql.connect`` takes), the policy and the ledger, and serve until interrupted."""
+    db = connect(data, policy=policy, ledger=ledger)
     try:
         uvicorn.Server(config(db, host=host, port=port, limits=limits, cors_origins=cors_origins,
                               log_level=log_level)).run()

@@ -38,8 +38,8 @@ README = (ROOT / "README.md").read_text()
 BLOCKS = blocks(README)
 SECTIONS = list(dict.fromkeys(b.section for b in BLOCKS if not b.marker.startswith("not run:")))
 NOT_RUN = 6   # the two set-up commands (they install), dpsql serve (it serves until stopped), dpsql.remote
-#               (a server and a token), Spark's install and its connection (pyspark and Java; -m spark runs
-#               the same calls): each one more is a block that no test runs
+#               (a server and a token), pyspark's install and a Spark session (Java; marker spark runs the
+#               same): each one more is a block that no test runs
 
 
 @pytest.fixture(scope="module")

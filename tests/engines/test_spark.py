@@ -17,6 +17,7 @@ import dpsql
 from dpsql import testing
 from tests.support.fixture import POLICY, make_database
 from tests.support.paths import GRAMMAR
+from tests.support.spark import as_views
 
 pytestmark = pytest.mark.spark
 
@@ -30,12 +31,6 @@ def wide_policy() -> dict:
         if not table.get("public") and table.get("privacy_unit") != "row":
             table["max_groups_per_unit"] = WIDE_L
     return policy
-
-
-def as_views(spark, con) -> None:
-    """The fixture's tables as the session's temp views of their names (what connect reads)."""
-    for name in ("people", "visits", "prescriptions", "clinics"):
-        spark.createDataFrame(con.sql(f"SELECT * FROM {name}").to_arrow_table()).createOrReplaceTempView(name)
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +118,17 @@ def test_a_counts_noise_through_spark_has_the_discrete_laplaces_variance(spark):
     assert len(noise) == KEYS
     assert abs(noise.mean()) < 0.2
     assert abs(noise.var() - 2 * math.exp(-1) / (1 - math.exp(-1)) ** 2) < 0.5
+
+
+def test_an_empty_in_list_means_on_spark_what_it_means_in_duckdb(spark):
+    """``x IN ()`` (a key set pruned to nothing; TPC-H Q17 printed one), which Spark's parser refuses, is
+    printed as DuckDB evaluates it: NULL for a NULL x, else FALSE (and NOT of it TRUE)."""
+    import duckdb
+    import sqlglot
+    from dpsql.engines.spark_dialect import spark_sql
+    sql = "SELECT x, x IN () AS a, NOT x IN () AS b FROM t ORDER BY x NULLS FIRST"
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (NULL), (1), (2)) v(x)")
+    spark.createDataFrame(con.sql("SELECT * FROM t").to_arrow_table()).createOrReplaceTempView("t")
+    got = [tuple(r) for r in spark.sql(spark_sql(sqlglot.parse_one(sql, read="duckdb"))).collect()]
+    assert got == con.sql(sql).fetchall() == [(None, None, None), (1, False, True), (2, False, True)]

@@ -17,5 +17,6 @@ more than one file (or by tools/ and benchmarks/, for the fixture).
   ``whole``: every TPC-H table under benchmarks/tpch/policy.yaml, a few synthetic rows each.
 - ``server``: a real dpsql server on the loopback address, in a thread or a process.
 - ``cli``: the CLI tests' policy and table of people (also a release's, tests/publish/).
+- ``spark``: the fixture's tables as a Spark session's views (tests/engines/, marker ``spark``).
 - ``benchmarks``: a benchmark harness of benchmarks/ loaded as a module.
 """

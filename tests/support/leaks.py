@@ -50,6 +50,8 @@ def attempt(db: dpsql.PrivateConnection, sql: str, *, noise: str, stage: str) ->
         plan = testing.lower(db, sql, noise=noise, sampling="hash", stage=stage)
     except dpsql.DpsqlError as err:
         return Outcome("refused", err.code, detail=err.message)
+    if testing.engine(db).dialect != "duckdb":
+        return _on_engine(db, plan, noise, stage)
     try:
         relation = testing.bind(db, plan.rewritten_sql)
     except duckdb.Error as err:
@@ -59,6 +61,23 @@ def attempt(db: dpsql.PrivateConnection, sql: str, *, noise: str, stage: str) ->
         table = testing.measured(db, plan, noise) if stage == "output" else None
         table = testing.fetch(db, relation) if table is None else table
     except duckdb.Error as err:
+        return Outcome("engine", type(err).__name__, plan=plan, detail=str(err)[:300])
+    return Outcome("answered", table=table, plan=plan)
+
+
+def _on_engine(db: dpsql.PrivateConnection, plan, noise: str, stage: str) -> Outcome:
+    """``attempt``'s bind and run through the engine's own ``bind`` (with the plan's tree, as the executor
+    binds it: an engine of stages, engines/spark.py, prints and splits it, or refuses it DP440/DP311,
+    free) and ``run``; any error while running is an engine failure."""
+    engine = testing.engine(db)
+    try:
+        bound = engine.bind(plan.rewritten_sql, testing.params(plan.rewritten_sql), getattr(plan, "lowered", None))
+    except dpsql.DpsqlError as err:
+        return Outcome("refused", err.code, plan=plan, detail=err.message)
+    try:
+        table = testing.measured(db, plan, noise) if stage == "output" else None
+        table = engine.run(bound) if table is None else table
+    except Exception as err:   # noqa: BLE001 - EngineError, duckdb.Error: a failure after the bind
         return Outcome("engine", type(err).__name__, plan=plan, detail=str(err)[:300])
     return Outcome("answered", table=table, plan=plan)
 
@@ -151,9 +170,10 @@ class Worlds:
     """The base database D (``build()``) and each neighbour D' (``add(build(), name)``), a dpsql
     connection each, with D's outcomes cached."""
 
-    def __init__(self, policy: dict, neighbours, build, add):
-        self.base = connect(build(), policy)
-        self.neighbours = {n: connect(add(build(), n), policy) for n in neighbours}
+    def __init__(self, policy: dict, neighbours, build, add, on=connect):
+        """``on(con, policy)``: the dpsql connection over a world's DuckDB rows (default: on DuckDB itself)."""
+        self.base = on(build(), policy)
+        self.neighbours = {n: on(add(build(), n), policy) for n in neighbours}
         self._base: dict[tuple[str, str], Outcome] = {}
 
     def on_base(self, sql: str, stage: str, noise: str) -> Outcome:
