@@ -171,7 +171,7 @@ class DuckDBEngine:
         interrupted after ``deadline`` seconds (DP425). Never kept: one read per distinct WHERE would
         grow without bound; the plan cache keeps the plans that used them, and short sets are literals,
         so no TEMP table is made per read."""
-        with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
+        with self.turn(reader, deadline) as clock, self._interrupted_at(clock), _public_read():
             rows = self.con.execute(f"SELECT * FROM ({read}) ORDER BY 1 LIMIT ?", [KEY_LITERALS_MAX + 1]).fetchall()
         return tuple(r[0] for r in rows) if len(rows) <= KEY_LITERALS_MAX else None
 
@@ -179,7 +179,7 @@ class DuckDBEngine:
         """How many rows a SELECT over public tables only returns (frontend/key_pruning.py ``joint_read``:
         the groups of a joint key set), read as ``pruned_keys`` reads: public data, a turn of its own
         interrupted after ``deadline`` seconds (DP425), never kept."""
-        with self.turn(reader, deadline) as clock, self._interrupted_at(clock):
+        with self.turn(reader, deadline) as clock, self._interrupted_at(clock), _public_read():
             return int(self.con.execute(f"SELECT COUNT(*) FROM ({read})").fetchall()[0][0])
 
     def unique(self, table: str, columns, reader: Hashable = None, deadline: float | None = None) -> bool:
@@ -391,6 +391,21 @@ class DuckDBEngine:
 
     def close(self) -> None:
         self.con.close()
+
+
+@contextlib.contextmanager
+def _public_read() -> Iterator[None]:
+    """A read of public tables under the query's public conditions (frontend/key_pruning.py) that DuckDB
+    cannot bind or run (``doctors LIKE 4``: no LIKE of an INTEGER) is refused DP311, before anything is
+    spent; its message is safe to show: it depends on the SQL, the schema and public rows only."""
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error as e:
+        raise UnsupportedConstruct("DP311", f"the query's conditions on public tables do not run in the engine: "
+                                   f"{first_line(e)}", rule="engine_binds",
+                                   hint="nothing was spent; check the types of the expressions") from None
 
 
 def _started(deadline: Deadline) -> None:

@@ -113,7 +113,9 @@ def final_select(plan: Plan) -> exp.Select:
             lambda n: col(n.name) if _slot_index(plan, n) is not None else n)
         query = query.where(guarded(condition, slot_types(plan)))
     if plan.order:
-        query = query.order_by(*[exp.Ordered(this=col(slot), desc=desc, nulls_first=False)
+        # Qualified: DuckDB's ORDER BY reads an output's alias before an input column, and an analyst's
+        # alias may be a slot's name (``COUNT(*) AS o0``; the slow differential test found it).
+        query = query.order_by(*[exp.Ordered(this=col(slot, "__out"), desc=desc, nulls_first=False)
                                  for slot, desc in plan.order])
     if plan.limit is not None:
         query = query.limit(plan.limit)
