@@ -10,10 +10,6 @@ exactly or refused (DP440, before anything is spent):
 * a ``TryOp`` (one operation guarded on its own, its operands total) -> ``TRY_CAST``, ``TRY_ADD``,
   ``TRY_SUBTRACT``, ``TRY_MULTIPLY``, ``TRY_DIVIDE`` (its divisor a NULLIF or a non-zero literal), any
   other operation refused;
-* ``TRY(CAST(a AS T))`` -> ``TRY_CAST``; ``TRY(a op b)`` of two plain operands -> ``TRY_ADD`` /
-  ``TRY_SUBTRACT`` / ``TRY_MULTIPLY``, ``TRY_DIVIDE`` by a non-zero literal only (DuckDB's x/0 is
-  inf or NULL, Spark's NULL); a TRY around anything else is refused: one operation's NULL is not a
-  whole expression's;
 * ``HASH(...)`` (the keyed rank of a unit's partitions, lower/bounding.py) -> ``XXHASH64(...)`` with
   its sign bit cleared (DuckDB's is unsigned, and the rank is the hash modulo a constant): a
   keyed hash with the same salt parameter, stable under Spark's task retries (its values differ from
@@ -47,29 +43,11 @@ INTEGERS = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGI
 FRACTIONAL = (exp.DType.DOUBLE, exp.DType.FLOAT, exp.DType.DECIMAL)
 
 
-def _plain(node: exp.Expression) -> bool:
-    """An operand that cannot fail by itself: a column, a literal, NULL (in parentheses or negated)."""
-    while isinstance(node, (exp.Paren, exp.Neg)):
-        node = node.this
-    return isinstance(node, (exp.Column, exp.Literal, exp.Null))
-
-
-def _try(self: SparkGenerator, inner: exp.Expression) -> str:
-    """DuckDB's TRY(x) (lower/bounding.py writes it as a call; sqlglot parses it as exp.Try)."""
-    while isinstance(inner, exp.Paren):
-        inner = inner.this
-    if isinstance(inner, exp.Cast) and _plain(inner.this):
-        return self.sql(exp.TryCast(this=inner.this, to=inner.to, safe=True))
-    if type(inner) in TRY_OPERATIONS and _plain(inner.this) and _plain(inner.expression):
-        return self.func(TRY_OPERATIONS[type(inner)], inner.this, inner.expression)
-    if isinstance(inner, exp.Div) and _plain(inner.this) and _nonzero(inner.expression):
-        return self.func("TRY_DIVIDE", inner.this, inner.expression)
-    raise UnsupportedError(f"TRY around more than one operation ({inner.sql('duckdb')[:80]})")
-
-
-def _try_op(self: SparkGenerator, node: TryOp) -> str:
-    """One operation guarded on its own (sql/guard.py ``per_operation``: its operands total already, a
-    divisor that may be 0 a NULLIF): Spark's function of that operation, NULL where DuckDB's TRY is."""
+def _try_op(self: SparkGenerator, node: exp.Try) -> str:
+    """One operation guarded on its own (sql/guard.py ``per_operation`` writes a TryOp; a public read
+    printed and parsed again, lower/keys.py, gives sqlglot's Try around the same one operation): its
+    operands total already, a divisor that may be 0 a NULLIF. Spark's function of that operation, NULL
+    where DuckDB's TRY is; anything else refused."""
     inner = node.this
     while isinstance(inner, exp.Paren):
         inner = inner.this
@@ -82,14 +60,8 @@ def _try_op(self: SparkGenerator, node: TryOp) -> str:
     raise UnsupportedError(f"TRY around {type(inner).__name__} ({inner.sql('duckdb')[:80]})")
 
 
-def _nonzero(node: exp.Expression) -> bool:
-    return isinstance(node, exp.Literal) and not node.is_string and float(node.this) != 0
-
-
 def _anonymous(self: SparkGenerator, call: exp.Anonymous) -> str:
     name = call.name.upper()
-    if name == "TRY" and len(call.expressions) == 1:
-        return _try(self, call.expressions[0])
     if name == "HASH":   # non-negative, as DuckDB's UBIGINT hash: a rank's modulo stays in [0, RANKS)
         return f"({self.func('XXHASH64', *call.expressions)} & {2 ** 63 - 1})"
     if name in SAME:
@@ -158,7 +130,7 @@ class DpsqlSparkGenerator(SparkGenerator):
         exp.Collate: _collate,
         exp.DataType: _datatype,
         exp.In: _in,
-        exp.Try: lambda self, e: _try(self, e.this),
+        exp.Try: _try_op,
         TryOp: _try_op,
     }
     # QUALIFY printed as written (Spark 4 has it): no subquery, no alias substituted into the window.
