@@ -248,9 +248,11 @@ def test_every_result_verb_works_on_a_remote_result(served, capsys, tmp_path):
     res.show(max_width=45)
     shown = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in shown if line[0] in "┌│├└") <= 45 and "│ … │" in shown[1]
-    tiny = dpsql.remote(url, token).sql("SELECT COUNT(*) AS n FROM people WHERE age > 200", epsilon=0.01,
+    # A warning the plan alone decides: whether a noisy answer "cannot be told from 0" depends on the
+    # draw (about 1 run in 10 drew past the interval), and a server's draws cannot be seeded.
+    tiny = dpsql.remote(url, token).sql("SELECT COUNT(*) AS n FROM people WHERE age > 200", epsilon=1e-12,
                                         fresh=True)
-    assert tiny.warnings and "cannot be told from 0" in tiny.warnings[0]
+    assert tiny.warnings and "the noise dwarfs any plausible answer" in tiny.warnings[0]
     assert "warning: " in str(tiny)
 
 
