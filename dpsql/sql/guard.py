@@ -60,7 +60,9 @@ def per_operation(node: exp.Expression, types) -> exp.Expression:
         return node.copy()
     if isinstance(node, exp.Paren):
         inner = per_operation(node.this, types)
-        return inner if isinstance(inner, (exp.Func, exp.Column)) else exp.Paren(this=inner)
+        # sqlglot's AND, OR, ^ and COLLATE are Funcs too, and print bare: only a call keeps its own parentheses
+        atomic = isinstance(inner, (exp.Func, exp.Column)) and not isinstance(inner, exp.Binary)
+        return inner if atomic else exp.Paren(this=inner)
     if isinstance(node, exp.Cast):
         written = exp.Cast(this=_rounded(per_operation(node.this, types), node.to, types), to=node.to.copy())
         return written if is_total(written, types) else try_cast(written.this, node.to)
