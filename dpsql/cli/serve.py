@@ -96,11 +96,12 @@ def serve(db_path, policy_path, ledger, host, port, cors_origins, max_body, work
     limits = Limits(max_body=max_body, workers=workers, deadline=deadline, per_analyst=per_analyst,
                     free_per_minute=free_per_minute)
     db_path = None if db_path == MEMORY_DB else db_path
+    data = data_for(engine, spark_master, db_path)   # a set-up error (exit 3) before "serving"
     on = f" on Spark ({spark_master})" if engine == "spark" else ""
     click.echo(f"dpsql: serving {db_path or 'the sources of ' + policy_path}{on} on http://{host}:{port} "
                "(console at /, API at /v1/)", err=True)
     try:
-        run_server(data_for(engine, spark_master, db_path), policy_path, ledger, host=host, port=port, limits=limits,
+        run_server(data, policy_path, ledger, host=host, port=port, limits=limits,
                    cors_origins=tuple(cors_origins), log_level=log_level)
     except DpsqlError as err:
         click.echo(err.format(), err=True)

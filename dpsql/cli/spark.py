@@ -8,6 +8,9 @@ import sys
 
 import click
 
+from dpsql.cli.reporting import SetupFailure
+from dpsql.errors import PolicyError
+
 engine_option = click.option(
     "--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
     help="Where the exact stage runs: DuckDB, or Spark (the policy's source: paths read by Spark; "
@@ -24,8 +27,17 @@ def engine_options(command):
 
 def data_for(engine: str, spark_master: str, db_path):
     """What ``dpsql.connect`` opens: a Spark session at ``spark_master`` for ``--engine spark`` (Spark
-    reads the sources; ``db_path`` is not read), else ``db_path``."""
-    return spark_session(spark_master) if engine == "spark" else db_path
+    reads the policy's sources), else ``db_path``. A ``--db`` beside ``--engine spark`` is a set-up
+    error (exit 3): Spark does not read a DuckDB file, and answering from the sources instead of the
+    file named would answer another question than the one asked."""
+    if engine != "spark":
+        return db_path
+    if db_path not in (None, ":memory:"):
+        raise SetupFailure(PolicyError(
+            "DP503", f"--engine spark does not read the database {str(db_path)!r}: Spark reads each table "
+            "from the policy's source: paths", hint="drop --db (and unset DPSQL_DB, or db in dpsql.toml), "
+            "and give each table of the policy a source:; or run on DuckDB without --engine spark"))
+    return spark_session(spark_master)
 
 
 def spark_session(master: str):
@@ -33,7 +45,8 @@ def spark_session(master: str):
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise click.ClickException("--engine spark needs pyspark: pip install 'dpsql[spark]'") from None
+        raise SetupFailure(PolicyError("DP503", "--engine spark needs pyspark, which is not installed",
+                                       hint="pip install 'dpsql[spark]'")) from None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # Python workers run this interpreter
     session = SparkSession.builder.master(master).appName("dpsql").config("spark.ui.enabled", "false").getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -134,3 +134,28 @@ def test_serve_opens_a_policy_of_sources_without_a_database(sources, monkeypatch
 def test_every_command_says_a_missing_file_is_a_set_up_error(tmp_path, args, code):
     result = invoke(*[a.format(tmp=tmp_path) for a in args])
     assert result.exit_code == 3 and f"error[{code}]" in result.stderr and "nope." in result.stderr
+
+
+@pytest.mark.parametrize("command", ["query", "serve"])
+def test_a_database_beside_engine_spark_is_a_set_up_error_before_spark_starts(files, command, monkeypatch):
+    """Spark reads the policy's sources, never a DuckDB file: answering from them instead of the --db named
+    would answer another question, so the pair is refused (exit 3) before a Spark session is asked for."""
+    from dpsql.cli import spark
+    monkeypatch.setattr(spark, "spark_session", lambda master: pytest.fail("a Spark session was started"))
+    args = [COUNT_BY_SEX] if command == "query" else []
+    result = invoke(command, *args, *files, "--engine", "spark", "--ledger", "budget.sqlite")
+    assert result.exit_code == 3, result.output
+    assert "error[DP503]" in result.stderr and "--engine spark does not read the database" in result.stderr
+    assert "hint: drop --db" in result.stderr and "serving" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["query", "serve"])
+def test_engine_spark_without_pyspark_is_a_set_up_error(sources, command, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)   # import fails as when pyspark is not installed
+    policy, ledger = sources
+    args = [COUNT_BY_SEX] if command == "query" else []
+    result = invoke(command, *args, "--policy", policy, "--engine", "spark", "--ledger", ledger)
+    assert result.exit_code == 3, result.output
+    assert "error[DP503]" in result.stderr and "needs pyspark" in result.stderr
+    assert "pip install 'dpsql[spark]'" in result.stderr and "Traceback" not in result.stderr
