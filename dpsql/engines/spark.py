@@ -336,32 +336,38 @@ class SparkEngine:
                 return self.driver.run(self.driver.con.sql(bound.driver, params=bound.params), deadline, max_rows)
 
     def _collect(self, frame: Any, deadline: Deadline) -> pa.Table:
-        """``frame.toArrow()`` in a Spark job group that a timer cancels at the deadline (DP425)."""
+        """``frame.toArrow()`` in a Spark job group that a timer cancels at the deadline (DP425). The query's
+        one deadline covers every collected stage and the driver stage: a stage reached past it never
+        starts, and one whose timer fired before its job was submitted (cancelling nothing) is late too."""
         context = self.spark.sparkContext
         group = f"dpsql-{secrets.token_hex(6)}"
         fired = threading.Event()
         left = deadline.remaining()
+        if left is not None and left <= 0:
+            raise _late(deadline)
         timer = None
         if left is not None:
             def cancel() -> None:
                 fired.set()
                 context.cancelJobGroup(group)
-            timer = threading.Timer(max(left, 0.0), cancel)
+            timer = threading.Timer(left, cancel)
             timer.daemon = True
         context.setJobGroup(group, "dpsql exact stage", interruptOnCancel=True)
         try:
             if timer is not None:
                 timer.start()
-            return frame.toArrow()
+            rows = frame.toArrow()
         except Exception as e:
             if fired.is_set():
-                raise DeadlineExceeded("DP425", f"the query ran past its deadline of {deadline.seconds:g} s and was "
-                                       "stopped", hint="ask for less (fewer rows or tables), or retry later") from None
+                raise _late(deadline) from None
             raise EngineError(f"Spark failed: {spark_message(e)}") from None
         finally:
             if timer is not None:
                 timer.cancel()
             context.setLocalProperty("spark.jobGroup.id", None)
+        if fired.is_set():
+            raise _late(deadline)
+        return rows
 
     def drain(self, bound: Any, deadline: Deadline = NO_DEADLINE) -> str | None:
         """Run a bound query, its rows dropped: its error's first line, or None (DP425 at the deadline)."""
@@ -381,6 +387,11 @@ class SparkEngine:
             with contextlib.suppress(Exception):
                 self.spark.catalog.dropTempView(view)
         self.driver.close()
+
+
+def _late(deadline: Deadline) -> DeadlineExceeded:
+    return DeadlineExceeded("DP425", f"the query ran past its deadline of {deadline.seconds:g} s and was stopped",
+                            hint="ask for less (fewer rows or tables), or retry later")
 
 
 def arrow_schema(schema: Any) -> pa.Schema:

@@ -15,6 +15,7 @@ import pytest
 
 import dpsql
 from dpsql import testing
+from dpsql.limits import Deadline
 from tests.support.fixture import POLICY, make_database
 from tests.support.paths import GRAMMAR
 from tests.support.spark import as_views
@@ -165,6 +166,34 @@ def test_a_batch_on_spark_runs_each_statement_alone_or_refuses_before_any_charge
     with pytest.raises(dpsql.DpsqlError) as refused:
         on_spark.sql_batch([statements[0], (GRAMMAR / "accept" / f"{min(REFUSED)}.sql").read_text()], epsilon=1.0)
     assert refused.value.code == "DP440" and on_spark.budget.spent_epsilon == pytest.approx(before + 1.0)
+
+
+class AtItsEnd(Deadline):
+    """A turn's deadline not passed when the run starts, with ``left`` seconds for its Spark jobs."""
+
+    def __init__(self, left: float):
+        super().__init__(60.0)
+        self.left = left
+
+    def passed(self) -> bool:
+        return False
+
+    def remaining(self) -> float:
+        return self.left
+
+
+@pytest.mark.parametrize("left", [0.0, 1e-4])
+def test_a_spark_job_past_the_deadline_is_dp425_never_a_late_answer(engines, left):
+    """The query's one deadline covers each collected stage: one reached with no time left never starts
+    (0.0); one whose timer fires before Spark has the job (1e-4 s: its cancel finds nothing to stop) is
+    late all the same, its rows dropped."""
+    _, on_spark = engines
+    plan = testing.lower(on_spark, "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex")
+    engine = testing.engine(on_spark)
+    bound = engine.bind(plan.rewritten_sql, testing.params(plan.rewritten_sql), plan.lowered)
+    with pytest.raises(dpsql.DpsqlError) as late:
+        engine.run(bound, AtItsEnd(left))
+    assert late.value.code == "DP425"
 
 
 KEYS = 1000        # groups of the noise test (a long key set: a key table, mirrored to Spark)
