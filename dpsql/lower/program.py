@@ -71,7 +71,7 @@ def split(query: exp.Select, private: Collection[str]) -> Program:
     places, grouped = _places(ctes, set(private))
     body = {t.name for t in _tables(query) if not t.find_ancestor(exp.CTE)}
     wanted = set().union(*(_reads(cte) for name, cte in ctes.items() if places[name] == DRIVER), body)
-    for name in wanted:
+    for name in sorted(wanted):
         if name in private:
             raise not_staged(f"the driver stage would read the private table {name!r} row by row")
         if places.get(name) == EXACT and not grouped[name]:
@@ -94,10 +94,10 @@ def _places(ctes: dict[str, exp.CTE], private: set[str]) -> tuple[dict[str, str]
     for name, cte in ctes.items():
         reads = _reads(cte)
         heavy = reads & private or {r for r in reads if places.get(r) == EXACT and not grouped[r]}
-        if draws(cte) or any(places.get(r) == DRIVER for r in reads):
-            places[name] = DRIVER
-        else:
-            places[name] = EXACT if heavy else DRIVER
+        # A draw (or a value derived from one) never runs where a task may be retried or recomputed:
+        # a second draw of the same noise, seen beside the first, would average it away.
+        tainted = draws(cte) or any(places.get(r) == DRIVER for r in reads)
+        places[name] = EXACT if heavy and not tainted else DRIVER
         grouped[name] = per_partition(cte.this, grouped)
     return places, grouped
 
@@ -132,8 +132,7 @@ def per_partition(node: exp.Expression, grouped: dict[str, bool]) -> bool:
     """
     if isinstance(node, exp.Union):
         return per_partition(node.this, grouped) and per_partition(node.expression, grouped)
-    if not isinstance(node, exp.Select) or any(isinstance(e.unnest(), exp.Unnest) or e.find(exp.Unnest)
-                                               for e in node.expressions):
+    if not isinstance(node, exp.Select) or any(e.find(exp.Unnest) for e in node.expressions):
         return False
     group = node.args.get("group")
     if group is not None:
@@ -154,8 +153,10 @@ def _grouped_source(source: exp.Expression, grouped: dict[str, bool]) -> bool:
 
 def _on_keys(on: exp.Expression | None) -> bool:
     """A join on keys: TRUE, or equalities of one column name on both sides (the partition keys)."""
-    if on is None or isinstance(on, exp.Boolean) and on.this:
-        return on is not None
+    if on is None:   # a cross join multiplies rows
+        return False
+    if isinstance(on, exp.Boolean):
+        return bool(on.this)
     parts = list(on.flatten()) if isinstance(on, exp.And) else [on]
     return all(isinstance(p, (exp.EQ, exp.NullSafeEQ)) and isinstance(p.this, exp.Column) and
                isinstance(p.expression, exp.Column) and p.this.name == p.expression.name != UNIT for p in parts)
