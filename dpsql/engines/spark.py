@@ -70,7 +70,7 @@ class SparkEngine:
     """The Engine protocol (engines/base.py) over a SparkSession, with a driver DuckDB (see above)."""
 
     dialect = "spark"
-    one_query = False   # a lowered query runs in two stages: no shared scans (lower/shared.py)
+    one_query = False   # a lowered query runs as a program of stages: no shared scans (lower/shared.py)
 
     def __init__(self, spark: Any):
         self.spark = spark
