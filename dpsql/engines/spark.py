@@ -64,6 +64,7 @@ class SparkBound:
     params: dict | None
     columns: list[str]
     types: list
+    shared: tuple[Any, ...] = ()
 
 
 class SparkEngine:
@@ -272,13 +273,14 @@ class SparkEngine:
             return self.driver.bind(sql, params)
         program = split(lowered, self.private)
         frames = tuple((name, self._analysed(stage, params)) for name, stage in program.collected)
+        shared = tuple(self._analysed(stage, params) for _, stage in program.shared)
         driver = program.driver.sql(dialect="duckdb")
         wanted = {p.name for p in program.driver.find_all(exp.Placeholder)}
         driver_params = {k: v for k, v in (params or {}).items() if k in wanted} or None
         empty = {name: arrow_schema(frame.schema).empty_table() for name, frame in frames}
         with self._collected(empty):
             like = self.driver.bind(driver, driver_params)
-            return SparkBound(frames, driver, driver_params, like.columns, like.types)
+            return SparkBound(frames, driver, driver_params, like.columns, like.types, shared)
 
     def _analysed(self, stage: exp.Select, params: dict | None) -> Any:
         """One exact stage on Spark's views, printed for Spark and analysed (nothing runs)."""
@@ -331,7 +333,8 @@ class SparkEngine:
         with self.run_lock:
             _started(deadline)
             # one Spark job per collected stage, each under the query's one deadline (DP425)
-            totals = {name: self._collect(frame, deadline) for name, frame in bound.exact}
+            with _cached(bound.shared):
+                totals = {name: self._collect(frame, deadline) for name, frame in bound.exact}
             with self._collected(totals):
                 return self.driver.run(self.driver.con.sql(bound.driver, params=bound.params), deadline, max_rows)
 
@@ -387,6 +390,22 @@ class SparkEngine:
             with contextlib.suppress(Exception):
                 self.spark.catalog.dropTempView(view)
         self.driver.close()
+
+
+@contextlib.contextmanager
+def _cached(frames: tuple[Any, ...]) -> Iterator[None]:
+    """The exact CTEs several collected stages read (lower/program.py ``shared``), cached by Spark for one
+    run: Spark's cache manager reads them in place of the same plan inside each stage, so the bounding
+    they hold runs once, not once per stage. Deterministic rows (no noise), held by the executors that
+    computed them anyway, released after the run whatever happens."""
+    from pyspark import StorageLevel
+    try:
+        for frame in frames:
+            frame.persist(StorageLevel.MEMORY_AND_DISK)
+        yield
+    finally:
+        for frame in frames:
+            frame.unpersist()
 
 
 def _late(deadline: Deadline) -> DeadlineExceeded:

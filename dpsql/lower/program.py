@@ -49,10 +49,13 @@ NOT_STAGED = "DP440"   # lower/program.py, engines/spark.py: a plan this engine 
 class Program:
     """``collected``: (name, a SELECT of that exact CTE's rows with the exact CTEs it reads), in the
     order of the query; ``driver``: the rest of the query, reading each collected CTE as a table;
-    ``places``: every CTE's place (exact or driver)."""
+    ``places``: every CTE's place (exact or driver); ``shared``: the exact CTEs the lowering computes once
+    (MATERIALIZED) that several collected stages read, each as a SELECT of its rows, for an engine that
+    would otherwise compute them once per collected stage (engines/spark.py caches them for a run)."""
     collected: tuple[tuple[str, exp.Select], ...]
     driver: exp.Select
     places: dict[str, str]
+    shared: tuple[tuple[str, exp.Select], ...] = ()
 
 
 def split(query: exp.Select, private: Collection[str]) -> Program:
@@ -78,12 +81,17 @@ def split(query: exp.Select, private: Collection[str]) -> Program:
             raise not_staged(f"the driver stage would read {name} row by row: it holds more than one row per "
                              "partition, which only the engine of the data may hold")
     collected = tuple((name, _stage(name, ctes, places)) for name in ctes if name in wanted and places[name] == EXACT)
+    readers = [_needed(name, ctes, places) for name, _ in collected]
+    once = [name for name, cte in ctes.items() if cte.args.get("materialized") and sum(name in r for r in readers) > 1]
+    # the outermost of them only: one computed from another's rows needs no copy of its own
+    outer = [n for n in once if not any(n in _needed(m, ctes, places) for m in once if m != n)]
+    shared = tuple((name, _stage(name, ctes, places)) for name in outer)
     rest = [cte for name, cte in ctes.items() if places[name] == DRIVER]
     if rest:
         withs[0].set("expressions", rest)
     else:
         withs[0].pop()
-    return Program(collected, query, places)
+    return Program(collected, query, places, shared)
 
 
 def _places(ctes: dict[str, exp.CTE], private: set[str]) -> tuple[dict[str, str], dict[str, bool]]:
@@ -170,19 +178,24 @@ def _reads(cte: exp.Expression) -> set[str]:
     return {t.name for t in _tables(cte)}
 
 
-def _stage(name: str, ctes: dict[str, exp.CTE], places: dict[str, str]) -> exp.Select:
-    """``SELECT * FROM name`` with the exact CTEs it reads, directly or not, in the query's order."""
+def _needed(name: str, ctes: dict[str, exp.CTE], places: dict[str, str]) -> set[str]:
+    """``name`` and the exact CTEs it reads, directly or not."""
     needed, todo = set(), [name]
     while todo:
         current = todo.pop()
         if current not in needed:
             needed.add(current)
             todo += [r for r in _reads(ctes[current]) if r in ctes and places[r] == EXACT]
+    return needed
+
+
+def _stage(name: str, ctes: dict[str, exp.CTE], places: dict[str, str]) -> exp.Select:
+    """``SELECT * FROM name`` with the exact CTEs it reads, directly or not, in the query's order."""
+    needed = _needed(name, ctes, places)
     head = exp.select(exp.Star()).from_(exp.Table(this=ident(name)), copy=False)
     for cte_name, cte in ctes.items():
         if cte_name in needed:
-            head = head.with_(ident(cte_name), as_=cte.this.copy(),
-                              materialized=cte.args.get("materialized"), copy=False)
+            head = head.with_(ident(cte_name), as_=cte.this.copy(), materialized=cte.args.get("materialized"), copy=False)
     return head
 
 

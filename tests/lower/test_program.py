@@ -46,6 +46,20 @@ def test_a_median_collects_its_leaves_and_descends_on_the_driver(db):
     assert collected(program) == ["__agg", "__m1_leaf"]
 
 
+def test_the_bounding_two_collected_stages_read_is_shared_once(db, leak_db):
+    """A user-level median beside a count: __agg and the tree's leaves both read __bounded, which the
+    lowering computes once (MATERIALIZED); the program names it, outermost only (not __units inside it),
+    so an engine of stages computes it once per run too. One collected stage shares nothing."""
+    program = split(lowered(db, "SELECT clinic, COUNT(*) AS n, MEDIAN(cost) AS m FROM visits GROUP BY clinic"), PRIVATE)
+    assert collected(program) == ["__agg", "__m1_leaf"]
+    assert [name for name, _ in program.shared] == ["__bounded"]
+    assert split(lowered(db, "SELECT clinic, COUNT(*) AS n FROM visits GROUP BY clinic"), PRIVATE).shared == ()
+    private_keys = lowered(leak_db, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) txt, COUNT(*) AS n, "
+                                    "MEDIAN(cost) AS m FROM visits GROUP BY txt")
+    assert {c.alias for c in private_keys.find_all(exp.CTE) if c.args.get("materialized")} >= {"__units", "__bounded"}
+    assert [name for name, _ in split(private_keys, PRIVATE).shared] == ["__bounded"]
+
+
 def test_a_count_distinct_keeps_its_per_unit_values_on_the_exact_stage(db):
     program = split(lowered(db, "SELECT COUNT(DISTINCT clinic) AS c FROM visits"), PRIVATE)
     assert program.places["__m0_values"] == program.places["__m0_agg"] == EXACT
