@@ -1,13 +1,16 @@
 """The Spark engine: the exact stage on Spark, the noise and everything after it on the driver.
 
-A lowered query is split after its exact totals (lower/program.py): ``__rows`` .. ``__agg`` printed for
-Spark (engines/spark_dialect.py) and run there, the heavy, deterministic part (no noise: a retried or
-recomputed task gives the same rows); ``__agg`` collected to the driver as Arrow; the rest of the very
-query DuckDB would run (the noise UDF, partition selection, a top-k's choice, post-processing) run on an
-in-memory DuckDB in this process (the *driver DuckDB*, a DuckDBEngine), with the Executor's samplers
-registered on it. Exact totals never leave this process and noise is never in a Spark expression.
+A lowered query is a program of stages (lower/program.py): its exact CTEs (row bounding, per-unit
+pre-aggregation, the keyed choice of partitions, exact totals, leaf histograms) printed for Spark
+(engines/spark_dialect.py) and run there, the heavy, deterministic part (no noise: a retried or
+recomputed task gives the same rows); each exact CTE the driver reads (``__agg``, a tree's leaves, at
+most one row per partition and leaf) collected to the driver as Arrow, one Spark job each; the rest of
+the very query DuckDB would run (the noise UDF, partition selection, a top-k's choice, a quantile's
+descent and rules, post-processing) run on an in-memory DuckDB in this process (the *driver DuckDB*, a
+DuckDBEngine), with the Executor's samplers registered on it. Exact totals never leave this process and
+noise is never in a Spark expression.
 
-The driver DuckDB holds public data only, and one run's ``__agg`` while it runs: the policy's public
+The driver DuckDB holds public data only, and one run's collected stages while it runs: the policy's public
 tables (copied at connect: planning's reads of public keys, bounds and lookups are then DuckDB's own
 code), the long key sets (mirrored to Spark as temp views, which the exact stage may join), the
 released values of stages and replays. SQL lowered without a program of stages (a public-only query,
@@ -40,7 +43,7 @@ from dpsql.engines.duckdb_schema import compared
 from dpsql.engines.spark_dialect import spark_sql
 from dpsql.errors import DeadlineExceeded, PolicyError, UnsupportedConstruct, first_line
 from dpsql.limits import NO_DEADLINE, Deadline
-from dpsql.lower.program import AGG, not_staged, split
+from dpsql.lower.program import not_staged, split
 from dpsql.policy.model import ColumnPolicy, Policy, TablePolicy
 from dpsql.sql.compare import BARE
 
@@ -52,25 +55,27 @@ SETTINGS = (("spark.sql.ansi.enabled", "true"), ("spark.sql.ansi.enforceReserved
 
 @dataclasses.dataclass(frozen=True)
 class SparkBound:
-    """A query bound in two stages: the exact stage's DataFrame (analysed: it bound), the driver stage's
-    SQL over ``__agg``, its parameters, and its columns' names and DuckDB types (read when it was bound
-    over an empty ``__agg``: engines/duckdb.py ``rows`` makes a table of released rows like them)."""
-    exact: Any
+    """A query bound in stages: each collected exact stage's name and DataFrame (analysed: it bound), the
+    driver stage's SQL over them, its parameters, and its columns' names and DuckDB types (read when it
+    was bound over empty collected tables: engines/duckdb.py ``rows`` makes a table of released rows like
+    them)."""
+    exact: tuple[tuple[str, Any], ...]
     driver: str
     params: dict | None
     columns: list[str]
     types: list
+    shared: tuple[Any, ...] = ()
 
 
 class SparkEngine:
     """The Engine protocol (engines/base.py) over a SparkSession, with a driver DuckDB (see above)."""
 
     dialect = "spark"
-    one_query = False   # a lowered query runs in two stages: no shared scans (lower/shared.py)
+    one_query = False   # a lowered query runs as a program of stages: no shared scans (lower/shared.py)
 
     def __init__(self, spark: Any):
         self.spark = spark
-        self.driver = DuckDBEngine(duckdb.connect())   # public data, released values, one run's __agg
+        self.driver = DuckDBEngine(duckdb.connect())   # public data, released values, one run's collected stages
         # One turn for the engine, its driver DuckDB included (one query at a time per engine, the turns
         # shared round robin between analysts, engines/turns.py): a query's turn spans its Spark job and
         # its driver stage, and planning's reads of public data (the driver's own turns) and the driver's
@@ -82,6 +87,7 @@ class SparkEngine:
         self.handed_over = True   # the owner's session: dpsql never stops it
         self.opaque = True        # a session's tables have no identity dpsql can name (a per-connection version)
         self.views: dict[str, str] = {}   # a policy table (or key table) -> its temp view in Spark
+        self.private: set[str] = set()    # the policy's private tables: read by exact stages only
         self._prefix = f"__dpsql_{secrets.token_hex(6)}"
         for key, value in SETTINGS:
             spark.conf.set(key, value)
@@ -95,6 +101,8 @@ class SparkEngine:
             view = f"{self._prefix}_{len(self.views)}"
             frame.createOrReplaceTempView(view)
             self.views[name] = view
+            if not table.public:
+                self.private.add(name)
             if table.public:
                 self.driver.con.register(f"__dpsql_public_{name}", frame.toArrow())
                 self.driver.con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "__dpsql_public_{name}"')
@@ -171,8 +179,10 @@ class SparkEngine:
                     self._mirror(column.key_table)
 
     def _mirror(self, name: str) -> None:
-        rows = self.driver.con.execute(f'SELECT * FROM "{name}"').to_arrow_table()
-        self.spark.createDataFrame(rows.to_pandas()).createOrReplaceTempView(name)
+        """The driver's table ``name`` (public: a key set or released values) as a Spark temp view of that
+        name, its rows copied as Arrow (types kept, an empty table's too)."""
+        rows = self.driver.con.sql(f'SELECT * FROM "{name}"').to_arrow_table()
+        self.spark.createDataFrame(rows).createOrReplaceTempView(name)
         self.views[name] = name
 
     def public_keys(self, table: str, column: ColumnPolicy, prefix: str, reader: Hashable = None,
@@ -200,14 +210,33 @@ class SparkEngine:
     def expression_name(self, text: str) -> str | None:
         return self.driver.expression_name(text)
 
-    def holding(self, tables: Iterable[TablePolicy]) -> contextlib.AbstractContextManager[None]:
-        return self.driver.holding(tables)
+    @contextlib.contextmanager
+    def holding(self, tables: Iterable[TablePolicy]) -> Iterator[None]:
+        """The driver's TEMP tables of a query's released values (frontend/correlated.py), each mirrored to
+        Spark as a temp view of its name (an exact stage joins it as a public lookup), dropped after."""
+        tables = list(tables)
+        with self.driver.holding(tables):
+            try:
+                for table in tables:
+                    self._mirror(table.name)
+                yield
+            finally:
+                for table in tables:
+                    self.views.pop(table.name, None)
+                    with contextlib.suppress(Exception):
+                        self.spark.catalog.dropTempView(table.name)
 
     def hold(self, table: TablePolicy) -> None:
         self.driver.hold(table)
+        self._mirror(table.name)
 
     def fill(self, name: str, rows: pa.Table, keys) -> bool:
-        return self.driver.fill(name, rows, keys)
+        """A held table filled (``DuckDBEngine.fill``) and mirrored again: the released values are constants
+        in Spark, the same rows at every recomputation. The executor binds the stage that reads them after
+        (api/executor.py ``_run_stages``), so its Spark plan reads the filled view."""
+        unique = self.driver.fill(name, rows, keys)
+        self._mirror(name)
+        return unique
 
     def rows(self, rows: pa.Table, like: Any, name: str) -> contextlib.AbstractContextManager[None]:
         """Released rows in a driver table shaped as ``like`` (a bound query of either stage)."""
@@ -231,34 +260,41 @@ class SparkEngine:
         self.driver.register_top_k(name, choose)
 
     def bind(self, sql: str, params: dict | None = None, lowered: exp.Select | None = None) -> Any:
-        """A lowered query bound in two stages (``SparkBound``): the exact stage printed for Spark and
-        analysed there (an AnalysisException is DP311, free: it depends on the SQL and the schema), the
-        driver stage bound on the driver DuckDB over an empty ``__agg`` of the exact stage's types. Without
-        ``lowered``: SQL over public data and released values, bound on the driver DuckDB.
+        """A lowered query bound as a program of stages (``SparkBound``, lower/program.py): each exact CTE the
+        driver reads printed for Spark and analysed there (an AnalysisException is DP311, free: it depends on
+        the SQL and the schema), the driver stage bound on the driver DuckDB over empty tables of their types.
+        Without ``lowered``: SQL over public data and released values, bound on the driver DuckDB.
 
         Raises:
-            UnsupportedConstruct: DP440 the plan does not split, or its exact stage has no Spark form or
+            UnsupportedConstruct: DP440 the plan does not split, or an exact stage has no Spark form or
             reads what Spark does not hold; DP311 Spark or DuckDB cannot bind it.
         """
         if lowered is None:
             return self.driver.bind(sql, params)
-        program = split(lowered)
-        exact = self._on_views(program.exact)
+        program = split(lowered, self.private)
+        frames = tuple((name, self._analysed(stage, params)) for name, stage in program.collected)
+        shared = tuple(self._analysed(stage, params) for _, stage in program.shared)
+        driver = program.driver.sql(dialect="duckdb")
+        wanted = {p.name for p in program.driver.find_all(exp.Placeholder)}
+        driver_params = {k: v for k, v in (params or {}).items() if k in wanted} or None
+        empty = {name: arrow_schema(frame.schema).empty_table() for name, frame in frames}
+        with self._collected(empty):
+            like = self.driver.bind(driver, driver_params)
+            return SparkBound(frames, driver, driver_params, like.columns, like.types, shared)
+
+    def _analysed(self, stage: exp.Select, params: dict | None) -> Any:
+        """One exact stage on Spark's views, printed for Spark and analysed (nothing runs)."""
+        exact = self._on_views(stage)
         text = spark_sql(exact)
         salted = {p.name for p in exact.find_all(exp.Placeholder)}
         try:
             with self.run_lock:
                 frame = self.spark.sql(text, args={k: v for k, v in (params or {}).items() if k in salted} or None)
-                schema = frame.schema   # analysed here: nothing runs
+                _ = frame.schema   # analysed here: nothing runs
         except Exception as e:   # pyspark's AnalysisException, ParseException
             raise UnsupportedConstruct("DP311", f"Spark cannot run this query: {spark_message(e)}", rule="engine_binds",
                                        hint="nothing was spent; check the types of the expressions") from None
-        driver = program.driver.sql(dialect="duckdb")
-        wanted = {p.name for p in program.driver.find_all(exp.Placeholder)}
-        driver_params = {k: v for k, v in (params or {}).items() if k in wanted} or None
-        with self._agg(arrow_schema(schema).empty_table()):
-            like = self.driver.bind(driver, driver_params)
-            return SparkBound(frame, driver, driver_params, like.columns, like.types)
+        return frame
 
     def _on_views(self, stage: exp.Select) -> exp.Select:
         """The exact stage with every table read by its Spark view; one Spark does not hold (a stage's
@@ -277,14 +313,17 @@ class SparkEngine:
         return stage
 
     @contextlib.contextmanager
-    def _agg(self, rows: pa.Table) -> Iterator[None]:
-        """``rows`` as the driver's ``__agg`` for one statement (the caller holds the driver's turn)."""
+    def _collected(self, tables: dict[str, pa.Table]) -> Iterator[None]:
+        """The collected exact stages as the driver's tables of their CTEs' names, for one statement (the
+        caller holds the driver's turn)."""
         with self.driver.run_lock:
-            self.driver.con.register(AGG, rows)
             try:
+                for name, rows in tables.items():
+                    self.driver.con.register(name, rows)
                 yield
             finally:
-                self.driver.con.unregister(AGG)
+                for name in tables:
+                    self.driver.con.unregister(name)
 
     def run(self, bound: Any, deadline: Deadline = NO_DEADLINE, max_rows: int | None = None) -> pa.Table:
         """The exact stage run on Spark to Arrow (cancelled at the deadline: DP425), then the driver stage
@@ -293,37 +332,45 @@ class SparkEngine:
             return self.driver.run(bound, deadline, max_rows)
         with self.run_lock:
             _started(deadline)
-            totals = self._collect(bound.exact, deadline)
-            with self._agg(totals):
+            # one Spark job per collected stage, each under the query's one deadline (DP425)
+            with _cached(bound.shared):
+                totals = {name: self._collect(frame, deadline) for name, frame in bound.exact}
+            with self._collected(totals):
                 return self.driver.run(self.driver.con.sql(bound.driver, params=bound.params), deadline, max_rows)
 
     def _collect(self, frame: Any, deadline: Deadline) -> pa.Table:
-        """``frame.toArrow()`` in a Spark job group that a timer cancels at the deadline (DP425)."""
+        """``frame.toArrow()`` in a Spark job group that a timer cancels at the deadline (DP425). The query's
+        one deadline covers every collected stage and the driver stage: a stage reached past it never
+        starts, and one whose timer fired before its job was submitted (cancelling nothing) is late too."""
         context = self.spark.sparkContext
         group = f"dpsql-{secrets.token_hex(6)}"
         fired = threading.Event()
         left = deadline.remaining()
+        if left is not None and left <= 0:
+            raise _late(deadline)
         timer = None
         if left is not None:
             def cancel() -> None:
                 fired.set()
                 context.cancelJobGroup(group)
-            timer = threading.Timer(max(left, 0.0), cancel)
+            timer = threading.Timer(left, cancel)
             timer.daemon = True
         context.setJobGroup(group, "dpsql exact stage", interruptOnCancel=True)
         try:
             if timer is not None:
                 timer.start()
-            return frame.toArrow()
+            rows = frame.toArrow()
         except Exception as e:
             if fired.is_set():
-                raise DeadlineExceeded("DP425", f"the query ran past its deadline of {deadline.seconds:g} s and was "
-                                       "stopped", hint="ask for less (fewer rows or tables), or retry later") from None
+                raise _late(deadline) from None
             raise EngineError(f"Spark failed: {spark_message(e)}") from None
         finally:
             if timer is not None:
                 timer.cancel()
             context.setLocalProperty("spark.jobGroup.id", None)
+        if fired.is_set():
+            raise _late(deadline)
+        return rows
 
     def drain(self, bound: Any, deadline: Deadline = NO_DEADLINE) -> str | None:
         """Run a bound query, its rows dropped: its error's first line, or None (DP425 at the deadline)."""
@@ -343,6 +390,27 @@ class SparkEngine:
             with contextlib.suppress(Exception):
                 self.spark.catalog.dropTempView(view)
         self.driver.close()
+
+
+@contextlib.contextmanager
+def _cached(frames: tuple[Any, ...]) -> Iterator[None]:
+    """The exact CTEs several collected stages read (lower/program.py ``shared``), cached by Spark for one
+    run: Spark's cache manager reads them in place of the same plan inside each stage, so the bounding
+    they hold runs once, not once per stage. Deterministic rows (no noise), held by the executors that
+    computed them anyway, released after the run whatever happens."""
+    from pyspark import StorageLevel
+    try:
+        for frame in frames:
+            frame.persist(StorageLevel.MEMORY_AND_DISK)
+        yield
+    finally:
+        for frame in frames:
+            frame.unpersist()
+
+
+def _late(deadline: Deadline) -> DeadlineExceeded:
+    return DeadlineExceeded("DP425", f"the query ran past its deadline of {deadline.seconds:g} s and was stopped",
+                            hint="ask for less (fewer rows or tables), or retry later")
 
 
 def arrow_schema(schema: Any) -> pa.Schema:

@@ -28,11 +28,22 @@ SAMPLE = [
     "SELECT state, COUNT(*) AS n FROM people GROUP BY state ORDER BY n DESC LIMIT 2",
     "SELECT YEAR(day) AS y, COUNT(*) AS n FROM visits GROUP BY y",
     "SELECT c.region, COUNT(*) AS n FROM visits v JOIN clinics c ON v.clinic = c.clinic GROUP BY c.region",
+    # stages after the exact totals (lower/program.py): the top-1 row looked up, a correlated stage's
+    # values mirrored to Spark, a quantile tree's and a rule's leaves collected, COUNT(DISTINCT)
+    "WITH per_clinic (clinic_id, total) AS (SELECT clinic, SUM(cost) FROM visits GROUP BY clinic) "
+    "SELECT clinics.clinic, region, total FROM clinics, per_clinic "
+    "WHERE clinics.clinic = clinic_id AND total = (SELECT MAX(total) FROM per_clinic)",
+    "SELECT region, COUNT(*) AS n FROM visits v JOIN clinics c ON v.clinic = c.clinic "
+    "WHERE v.cost > (SELECT AVG(cost) FROM visits w WHERE w.clinic = c.clinic) GROUP BY region",
+    "SELECT sex, COUNT(*) AS n, MEDIAN(age) AS m FROM people GROUP BY sex",
+    "SELECT MIN(age) AS lo, MAX(age) AS hi FROM people",
+    "SELECT COUNT(DISTINCT clinic) AS c FROM visits",
 ]
 
-# Refused DP440 today (a TRY around more than one operation; private keys read after __agg): free, the
-# same on both sides; the sample's nine others are answered on Spark.
-NOT_YET = {SAMPLE[5], SAMPLE[7]}
+# Refused DP440 today, all for what the Spark printer does not print yet (a TRY around more than one
+# operation, LIST_MAX, FLOOR in a quantile's leaf, MIN(v, C) of COUNT(DISTINCT)): free, the same on both
+# sides; the sample's eleven others are answered on Spark.
+NOT_YET = {SAMPLE[5], SAMPLE[7], *SAMPLE[13:]}
 
 
 @pytest.fixture(scope="module")
