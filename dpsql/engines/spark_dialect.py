@@ -28,6 +28,8 @@ exactly or refused (DP440, before anything is spent):
 """
 from __future__ import annotations
 
+import math
+
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel, UnsupportedError
@@ -35,9 +37,21 @@ from sqlglot.generators.spark import SparkGenerator
 
 from dpsql.lower.program import not_staged
 from dpsql.sql.build import TryOp
+from dpsql.sql.number_types import FRACTIONAL as FLOATS, number_type
 
 # TRY around one arithmetic operation: its Spark function that gives NULL where DuckDB's TRY does.
 TRY_OPERATIONS = {exp.Add: "TRY_ADD", exp.Sub: "TRY_SUBTRACT", exp.Mul: "TRY_MULTIPLY"}
+SIGNED_PRINTED = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")   # DuckDB's integer types Spark holds
+NARROW = ("TINYINT", "SMALLINT")   # Spark widens their arithmetic with an INT literal to INT
+# What means something else on Spark, and why it is refused (DP440) rather than answered otherwise.
+UNLIKE = {
+    exp.Lower: ": Spark maps case by Java's full rules ('İ' -> 'i̇', a final 'Σ' -> 'ς'), DuckDB one "
+               "character to one ('İ' -> 'i')",
+    exp.Upper: ": Spark maps case by Java's full rules ('ß' -> 'SS', 'ŉ' -> 'ʼN'), DuckDB one character to one "
+               "('ß' -> 'ẞ')",
+    exp.RegexpLike: ": regular expressions are RE2's on DuckDB and Java's on Spark (classes, escapes and what "
+                    "is an error differ)",
+}
 SAME = ("LEAST", "GREATEST", "ROUND")   # same name, same meaning (NULLs skipped; half away from zero)
 INTEGERS = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT)
 FRACTIONAL = (exp.DType.DOUBLE, exp.DType.FLOAT, exp.DType.DECIMAL)
@@ -46,18 +60,113 @@ FRACTIONAL = (exp.DType.DOUBLE, exp.DType.FLOAT, exp.DType.DECIMAL)
 def _try_op(self: SparkGenerator, node: exp.Try) -> str:
     """One operation guarded on its own (sql/guard.py ``per_operation`` writes a TryOp; a public read
     printed and parsed again, lower/keys.py, gives sqlglot's Try around the same one operation): its
-    operands total already, a divisor that may be 0 a NULLIF. Spark's function of that operation, NULL
-    where DuckDB's TRY is; anything else refused."""
+    operands total already, a divisor that may be 0 a NULLIF. Spark's expression of that operation, NULL
+    exactly where DuckDB's TRY is and in DuckDB's type; anything else refused."""
     inner = node.this
     while isinstance(inner, exp.Paren):
         inner = inner.this
     if isinstance(inner, exp.Cast):
         return self.sql(exp.TryCast(this=inner.this, to=inner.to, safe=True))
-    if type(inner) in TRY_OPERATIONS:
-        return self.func(TRY_OPERATIONS[type(inner)], inner.this, inner.expression)
     if isinstance(inner, exp.Div):
         return self.func("TRY_DIVIDE", inner.this, inner.expression)
-    raise UnsupportedError(f"TRY around {type(inner).__name__} ({inner.sql('duckdb')[:80]})")
+    kind = number_type(inner, _annotated_only)
+    if type(inner) in TRY_OPERATIONS and kind in (*SIGNED_PRINTED, "DOUBLE"):
+        written = self.func(TRY_OPERATIONS[type(inner)], inner.this, inner.expression)
+        return f"TRY_CAST({written} AS {kind})" if kind in NARROW else written
+    if isinstance(inner, (exp.Neg, exp.Abs, exp.IntDiv, exp.Mod)) and kind in SIGNED_PRINTED:
+        return _integer_op(self, inner, kind)
+    if isinstance(inner, (exp.IntDiv, exp.Mod)) and kind in FLOATS:
+        return _fractional_division(self, inner, kind)
+    # DECIMAL arithmetic overflows at DuckDB's result precision, Spark's is wider; a FLOAT's Spark computes
+    # in DOUBLE: neither is NULL where DuckDB's TRY is
+    raise UnsupportedError(f"TRY around {type(inner).__name__} of {kind or 'a DECIMAL or unknown type'} "
+                           f"({inner.sql('duckdb')[:80]}){UNLIKE.get(type(inner), '')}")
+
+
+def _annotated_only(name: str) -> None:
+    """Column types come from the nodes sql/guard.py annotated (the printer has no policy)."""
+    return None
+
+
+def _integer_op(self: SparkGenerator, node: exp.Expression, kind: str) -> str:
+    """DuckDB's integer -x, ABS(x), a // b, a % b under TRY, in its type ``kind``: NULL where the result
+    leaves the type (-x, ABS(x) of the smallest; the smallest // -1), else the value. Spark's ``div`` is a
+    BIGINT that fails on the smallest BIGINT // -1 under ANSI; its ``%`` of a TINYINT an INT."""
+    zero = f"CAST(0 AS {kind})"   # try_subtract in the operand's own type: NULL past its range
+    a = self.sql(node, "this")
+    if isinstance(node, exp.Neg):
+        return f"TRY_SUBTRACT({zero}, {a})"
+    if isinstance(node, exp.Abs):
+        return f"CASE WHEN {a} < 0 THEN TRY_SUBTRACT({zero}, {a}) ELSE {a} END"
+    b = self.sql(node, "expression")
+    if isinstance(node, exp.Mod):   # the sign of a, as DuckDB's; the smallest % -1 is 0 on both
+        return f"CAST(TRY_MOD({a}, {b}) AS {kind})"
+    return f"CASE WHEN {b} = -1 THEN TRY_CAST(TRY_SUBTRACT(0, {a}) AS {kind}) ELSE CAST({a} DIV {b} AS {kind}) END"
+
+
+def _fractional_division(self: SparkGenerator, node: exp.Expression, kind: str) -> str:
+    """DuckDB's a // b of a FLOAT or DOUBLE is a / b in that type (no flooring; Spark's ``div`` refuses
+    doubles), its a % b C's fmod (Java's %); the divisor is never 0 here (a literal, or NULLIF)."""
+    a, b = (f"CAST({self.sql(node, k)} AS DOUBLE)" for k in ("this", "expression"))
+    written = f"({a} / {b})" if isinstance(node, exp.IntDiv) else f"({a} % {b})"
+    return written if kind == "DOUBLE" else f"CAST({written} AS {kind})"
+
+
+def _int_div(self: SparkGenerator, node: exp.IntDiv) -> str:
+    """A bare a // b (sql/totality.py: a literal divisor other than 0 and -1) in DuckDB's type."""
+    kind = number_type(node, _annotated_only)
+    if kind in FLOATS:
+        return _fractional_division(self, node, kind)
+    written = self.binary(node, "DIV")
+    # Untyped: the lowering's own division of wide integers (sql/build.py WIDE_INTEGER, DECIMAL(38,0) on
+    # Spark); a user's bare // is typed (sql/totality.py asks number_type before calling it total).
+    return f"CAST({written} AS {kind})" if kind in SIGNED_PRINTED and kind != "BIGINT" else written
+
+
+def _mod(self: SparkGenerator, node: exp.Mod) -> str:
+    """A bare a % b: DuckDB's type (Spark's % of a TINYINT by an INT literal is an INT)."""
+    kind = number_type(node, _annotated_only)
+    if kind in FLOATS:
+        return _fractional_division(self, node, kind)
+    written = self.binary(node, "%")
+    return f"CAST({written} AS {kind})" if kind in NARROW else written
+
+
+def _floor(self: SparkGenerator, node: exp.Floor | exp.Ceil) -> str:
+    """DuckDB's FLOOR/CEIL keep a DOUBLE a DOUBLE (infinities, NaN and -0.0 included), make an integer a
+    DOUBLE and a DECIMAL(p, s) a DECIMAL(p, 0); Spark's are BIGINTs (a DOUBLE past 2^63 saturated). A
+    DOUBLE of magnitude 2^52 or more has no fraction: it is its own floor; below, Spark's BIGINT is exact."""
+    name = "FLOOR" if isinstance(node, exp.Floor) else "CEIL"
+    operand, kind = node.this, number_type(node.this, _annotated_only)
+    if node.args.get("decimals") or kind is None or kind not in (*SIGNED_PRINTED, *FLOATS) and \
+            not kind.startswith("DECIMAL("):
+        raise UnsupportedError(f"{name} of {kind or 'an unknown type'} ({node.sql('duckdb')[:80]})")
+    a = self.sql(operand)
+    if kind in SIGNED_PRINTED:
+        return f"CAST({a} AS DOUBLE)"
+    if kind.startswith("DECIMAL("):
+        return f"CAST({name}({a}) AS {kind.split(',')[0]}, 0))"
+    x = f"CAST({a} AS DOUBLE)"
+    written = f"CASE WHEN {x} = 0 OR NOT ABS({x}) < {2 ** 52} THEN {x} ELSE CAST({name}({x}) AS DOUBLE) END"
+    return written if kind == "DOUBLE" else f"CAST({written} AS FLOAT)"
+
+
+def _in_float(self: SparkGenerator, node: exp.Binary) -> str:
+    """Arithmetic of FLOATs: DuckDB's is in FLOAT (3.4e38 * 3 is infinity), Spark's in DOUBLE: refused."""
+    if number_type(node, _annotated_only) == "FLOAT":
+        raise UnsupportedError(f"FLOAT arithmetic, which Spark computes in DOUBLE ({node.sql('duckdb')[:80]})")
+    return getattr(SparkGenerator, f"{type(node).__name__.lower()}_sql")(self, node)
+
+
+def _literal(self: SparkGenerator, node: exp.Literal) -> str:
+    """A number literal past the doubles' range (DuckDB reads 1e400 as infinity; Spark refuses to parse it)."""
+    if not node.is_string and "e" in node.this.lower() and math.isinf(float(node.this)):
+        return "CAST('Infinity' AS DOUBLE)"
+    return SparkGenerator.literal_sql(self, node)
+
+
+def _unlike(self: SparkGenerator, node: exp.Expression) -> str:
+    raise UnsupportedError(f"{type(node).__name__.upper()}{UNLIKE[type(node)]}")
 
 
 def _anonymous(self: SparkGenerator, call: exp.Anonymous) -> str:
@@ -132,6 +241,13 @@ class DpsqlSparkGenerator(SparkGenerator):
         exp.In: _in,
         exp.Try: _try_op,
         TryOp: _try_op,
+        exp.IntDiv: _int_div,
+        exp.Mod: _mod,
+        exp.Floor: _floor,
+        exp.Ceil: _floor,
+        exp.Literal: _literal,
+        **{kind: _in_float for kind in (exp.Add, exp.Sub, exp.Mul, exp.Div)},
+        **{kind: _unlike for kind in UNLIKE},
     }
     # QUALIFY printed as written (Spark 4 has it): no subquery, no alias substituted into the window.
     TRANSFORMS.pop(exp.Select, None)
