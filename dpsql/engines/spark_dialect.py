@@ -8,8 +8,14 @@ native (Spark 4 has it), and each DuckDB name the lowering writes as an anonymou
 exactly or refused (DP440, before anything is spent):
 
 * a ``TryOp`` (one operation guarded on its own, its operands total) -> ``TRY_CAST``, ``TRY_ADD``,
-  ``TRY_SUBTRACT``, ``TRY_MULTIPLY``, ``TRY_DIVIDE`` (its divisor a NULLIF or a non-zero literal), any
-  other operation refused;
+  ``TRY_SUBTRACT``, ``TRY_MULTIPLY``, ``TRY_DIVIDE`` (its divisor a NULLIF or a non-zero literal), an
+  integer's -x, ABS(x), a // b, a % b in DuckDB's type (sql/number_types.py, from the column types
+  sql/guard.py annotated: NULL where DuckDB's TRY is); any other operation refused, with the reason
+  where Spark means something else (``UNLIKE``: case maps, regular expressions; DECIMAL and FLOAT
+  arithmetic);
+* FLOOR and CEIL, a bare ``//`` and ``%``: in DuckDB's type (Spark's FLOOR of a DOUBLE is a BIGINT);
+* ``__agg``'s SUMs in DECIMAL(38, 0) (DuckDB's HUGEINT; Spark's BIGINT sum overflows under ANSI);
+* a number literal past the doubles (``1e400``, an infinity to DuckDB) as ``CAST('Infinity' AS DOUBLE)``;
 * ``HASH(...)`` (the keyed rank of a unit's partitions, lower/bounding.py) -> ``XXHASH64(...)`` with
   its sign bit cleared (DuckDB's is unsigned, and the rank is the hash modulo a constant): a
   keyed hash with the same salt parameter, stable under Spark's task retries (its values differ from
@@ -35,7 +41,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel, UnsupportedError
 from sqlglot.generators.spark import SparkGenerator
 
-from dpsql.lower.program import not_staged
+from dpsql.lower.program import AGG, not_staged
 from dpsql.sql.build import TryOp
 from dpsql.sql.number_types import FRACTIONAL as FLOATS, number_type
 
@@ -158,6 +164,16 @@ def _in_float(self: SparkGenerator, node: exp.Binary) -> str:
     return getattr(SparkGenerator, f"{type(node).__name__.lower()}_sql")(self, node)
 
 
+def _sum(self: SparkGenerator, node: exp.Sum) -> str:
+    """``__agg``'s totals of the units' BIGINT values (each up to 2^62, lower/noise.py saturates the total
+    before the noise) in DECIMAL(38, 0), as DuckDB sums a BIGINT in HUGEINT: Spark's SUM of a BIGINT is a
+    BIGINT, and under ANSI it would fail the job, after the charge, exactly when enough units match."""
+    cte = node.find_ancestor(exp.CTE)
+    if cte is None or cte.alias != AGG or isinstance(node.this, exp.Distinct):
+        return self.function_fallback_sql(node)
+    return self.func("SUM", exp.Cast(this=node.this.copy(), to=exp.DataType.build("DECIMAL(38, 0)")))
+
+
 def _literal(self: SparkGenerator, node: exp.Literal) -> str:
     """A number literal past the doubles' range (DuckDB reads 1e400 as infinity; Spark refuses to parse it)."""
     if not node.is_string and "e" in node.this.lower() and math.isinf(float(node.this)):
@@ -246,6 +262,7 @@ class DpsqlSparkGenerator(SparkGenerator):
         exp.Floor: _floor,
         exp.Ceil: _floor,
         exp.Literal: _literal,
+        exp.Sum: _sum,
         **{kind: _in_float for kind in (exp.Add, exp.Sub, exp.Mul, exp.Div)},
         **{kind: _unlike for kind in UNLIKE},
     }

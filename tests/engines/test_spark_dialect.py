@@ -110,3 +110,15 @@ def test_case_maps_do_differ_past_ascii(tables):
     con, spark = tables
     duck = con.sql("SELECT upper('ß'), lower('İ')").fetchall()[0]
     assert tuple(spark.sql("SELECT upper('ß'), lower('İ')").collect()[0]) != duck
+
+
+def test_the_exact_totals_cannot_overflow_on_spark_where_duckdb_sums_them(spark):
+    """__agg sums the units' BIGINT values (each up to 2^62): DuckDB in HUGEINT, Spark's SUM of a BIGINT in
+    BIGINT, which under ANSI fails the job (after the charge) when enough units match. Printed as a
+    DECIMAL(38, 0) sum, four units of 2^62 total 2^64 on both engines."""
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE big AS SELECT range AS u, {2 ** 62}::BIGINT AS v FROM range(4)")
+    spark.createDataFrame(con.sql("SELECT * FROM big").to_arrow_table()).createOrReplaceTempView("big")
+    sql = "WITH __agg AS (SELECT SUM(v) AS s FROM big) SELECT * FROM __agg"
+    expected = con.sql(sql).fetchall()[0][0]
+    assert int(spark.sql(spark_sql(sqlglot.parse_one(sql, read="duckdb"))).collect()[0][0]) == expected == 2 ** 64
