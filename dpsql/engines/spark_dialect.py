@@ -24,6 +24,7 @@ exactly or refused (DP440, before anything is spent):
   may hold a fraction -> ``CAST(ROUND(x) AS ...)``: DuckDB rounds, Spark truncates;
 * ``COLLATE C`` (bytes compared) -> ``COLLATE UTF8_BINARY``;
 * ``LEAST``, ``GREATEST``, ``ROUND``: the same functions (NULLs skipped, half away from zero);
+  ``LIST_MAX(MIN(x, k))`` (the k-th smallest) as ``ARRAY_MAX(MIN_BY(x, x, k))``;
 * ``AS MATERIALIZED`` dropped: the exact stage holds no noise, so a recomputed CTE is the same CTE;
 * ``x IN ()`` (a key set that public predicates pruned to nothing, frontend/key_pruning.py), which
   Spark's parser refuses, as its DuckDB value: NULL for a NULL ``x``, else FALSE.
@@ -191,7 +192,18 @@ def _anonymous(self: SparkGenerator, call: exp.Anonymous) -> str:
         return f"({self.func('XXHASH64', *call.expressions)} & {2 ** 63 - 1})"
     if name in SAME:
         return self.func(name, *call.expressions)
+    if name == "LIST_MAX" and len(call.expressions) == 1 and _smallest(call.expressions[0]):
+        # a unit's L-th smallest rank (lower/bounding.py __cut): DuckDB's MIN(x, L) keeps the L smallest
+        # values, duplicates included, in a bounded heap; Spark's MIN_BY(x, x, L) the same (k <= 100000)
+        least = call.expressions[0]
+        return self.func("ARRAY_MAX", self.func("MIN_BY", least.this, least.this, least.args["count"]))
     raise UnsupportedError(f"{name}() has no Spark equivalent dpsql prints")
+
+
+def _smallest(node: exp.Expression) -> bool:
+    """DuckDB's MIN(x, k): the k smallest values, k a literal Spark's MIN_BY takes (at most 100000)."""
+    count = node.args.get("count") if isinstance(node, exp.Min) else None
+    return isinstance(count, exp.Literal) and count.is_int and 0 < int(count.this) <= 100_000
 
 
 def _cast(self: SparkGenerator, cast: exp.Cast) -> str:
@@ -210,12 +222,14 @@ def _try_cast(self: SparkGenerator, cast: exp.TryCast) -> str:
 
 
 def _whole(node: exp.Expression) -> bool:
-    """A value with no fraction: rounded, an integer literal, a count, or a cast to an integer type."""
+    """A value with no fraction: rounded, an integer literal, a count, a boolean, or a cast to an integer type."""
     if isinstance(node, exp.Anonymous) and node.name.upper() == "ROUND" and len(node.expressions) == 1:
         return True
     if isinstance(node, exp.Cast):
         return node.to.this in INTEGERS or node.to.this == exp.DType.INT128
-    return isinstance(node, (exp.Count, exp.RowNumber)) or (isinstance(node, exp.Literal) and node.is_int)
+    # a boolean (lower/bounding.py's __declared > L) casts to 1 or 0 on both engines; Spark has no ROUND of it
+    booleans = (exp.Predicate, exp.Connector, exp.Not, exp.Boolean)
+    return isinstance(node, (exp.Count, exp.RowNumber, *booleans)) or (isinstance(node, exp.Literal) and node.is_int)
 
 
 def _collate(self: SparkGenerator, node: exp.Collate) -> str:

@@ -43,7 +43,6 @@ REFUSED_ON_SPARK = {
     "120_a_sum_under_a_released_share_per_key_tpch_q17": "correlated values: a TEMP table Spark does not hold",
     "121_a_released_count_per_key_in_an_expression": "correlated values: a TEMP table Spark does not hold",
     "160_a_clipping_report_beside_counts_and_sums": "a stage reads rows after the exact totals",
-    "162_a_clipping_report_sharing_the_selected_count": "LIST_MAX of MIN(x, n): no bounded Spark aggregate",
 }
 WIDE_L = 64   # more partitions than any unit of the fixture has: no partition is sampled away
 

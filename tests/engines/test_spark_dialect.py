@@ -13,6 +13,7 @@ from sqlglot import exp
 
 from dpsql.engines.spark_dialect import spark_sql
 from dpsql.errors import DpsqlError
+from dpsql.sql.build import fn
 from dpsql.sql.guard import per_operation, quoted
 
 pytestmark = pytest.mark.spark
@@ -122,3 +123,17 @@ def test_the_exact_totals_cannot_overflow_on_spark_where_duckdb_sums_them(spark)
     sql = "WITH __agg AS (SELECT SUM(v) AS s FROM big) SELECT * FROM __agg"
     expected = con.sql(sql).fetchall()[0][0]
     assert int(spark.sql(spark_sql(sqlglot.parse_one(sql, read="duckdb"))).collect()[0][0]) == expected == 2 ** 64
+
+
+def test_a_units_lth_smallest_rank_is_duckdbs(spark):
+    """__cut's LIST_MAX(MIN(r, L)) (lower/bounding.py): the L-th smallest value, duplicates counted, NULLs
+    skipped; on Spark ARRAY_MAX(MIN_BY(r, r, L))."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r AS SELECT * FROM (VALUES (1, 5), (1, 1), (1, 3), (1, 1), (1, NULL), (1, 9), (2, NULL), "
+                "(3, 7), (4, -9223372036854775808)) v(u, r)")
+    spark.createDataFrame(con.sql("SELECT * FROM r").to_arrow_table()).createOrReplaceTempView("r")
+    cut = fn("LIST_MAX", exp.Min(this=exp.column("r"), count=exp.Literal.number(3)))   # as lower/bounding.py writes it
+    query = exp.select("u", exp.alias_(cut, "c")).from_("r").group_by("u").order_by("u")
+    expected = con.sql(query.sql("duckdb")).fetchall()
+    assert [tuple(row) for row in spark.sql(spark_sql(query)).collect()] == expected
+    assert expected[0] == (1, 3)
