@@ -303,10 +303,9 @@ def _total_operation(node: exp.Expression, types: Types) -> bool:
     if isinstance(node, (exp.Floor, exp.Ceil, exp.Round)):   # ROUND(x) too (sql/guard.py writes it before a cast)
         return len(operands) == 1 and number_type(operands[0], types) is not None
     if isinstance(node, _IEEE):
-        kind = number_type(node, types)
-        return all(family(o, types) == NUMBER and is_total(o, types) for o in operands) and (
-            kind == "DOUBLE" or kind is not None and kind != "DOUBLE" and isinstance(node, (exp.Neg, exp.Abs)) and
-            (kind == "FLOAT" or kind.startswith("DECIMAL")))
+        kind = number_type(node, types) or ""
+        exact = kind == "DOUBLE" or isinstance(node, (exp.Neg, exp.Abs)) and (kind == "FLOAT" or kind.startswith("DECIMAL"))
+        return exact and all(family(o, types) == NUMBER and is_total(o, types) for o in operands)
     if isinstance(node, (exp.IntDiv, exp.Mod)):
         divisor = node.expression.unnest()
         value = _integer_value(divisor)
