@@ -74,9 +74,11 @@ def _try_op(self: SparkGenerator, node: exp.Try) -> str:
         inner = inner.this
     if isinstance(inner, exp.Cast):
         return self.sql(exp.TryCast(this=inner.this, to=inner.to, safe=True))
-    if isinstance(inner, exp.Div):
-        return self.func("TRY_DIVIDE", inner.this, inner.expression)
     kind = number_type(inner, _annotated_only)
+    if isinstance(inner, exp.Div):   # in DOUBLE where DuckDB divides in DOUBLE (_arithmetic)
+        operands = [exp.Cast(this=o.copy(), to=exp.DataType.build("DOUBLE")) if kind == "DOUBLE" else o
+                    for o in (inner.this, inner.expression)]
+        return self.func("TRY_DIVIDE", *operands)
     if type(inner) in TRY_OPERATIONS and kind in (*SIGNED_PRINTED, "DOUBLE"):
         written = self.func(TRY_OPERATIONS[type(inner)], inner.this, inner.expression)
         return f"TRY_CAST({written} AS {kind})" if kind in NARROW else written
@@ -114,8 +116,7 @@ def _integer_op(self: SparkGenerator, node: exp.Expression, kind: str) -> str:
 def _fractional_division(self: SparkGenerator, node: exp.Expression, kind: str) -> str:
     """DuckDB's a // b of a FLOAT or DOUBLE is a / b in that type (no flooring; Spark's ``div`` refuses
     doubles), its a % b C's fmod (Java's %); the divisor is never 0 here (a literal, or NULLIF)."""
-    a, b = (f"CAST({self.sql(node, k)} AS DOUBLE)" for k in ("this", "expression"))
-    written = f"({a} / {b})" if isinstance(node, exp.IntDiv) else f"({a} % {b})"
+    written = f"({_doubles(self, node, '/' if isinstance(node, exp.IntDiv) else '%')})"
     return written if kind == "DOUBLE" else f"CAST({written} AS {kind})"
 
 
@@ -158,11 +159,21 @@ def _floor(self: SparkGenerator, node: exp.Floor | exp.Ceil) -> str:
     return written if kind == "DOUBLE" else f"CAST({written} AS FLOAT)"
 
 
-def _in_float(self: SparkGenerator, node: exp.Binary) -> str:
-    """Arithmetic of FLOATs: DuckDB's is in FLOAT (3.4e38 * 3 is infinity), Spark's in DOUBLE: refused."""
-    if number_type(node, _annotated_only) == "FLOAT":
+def _arithmetic(self: SparkGenerator, node: exp.Binary) -> str:
+    """Arithmetic of FLOATs: DuckDB's is in FLOAT (3.4e38 * 3 is infinity), Spark's in DOUBLE: refused. A
+    division DuckDB computes in DOUBLE, whatever its operands (a DECIMAL's too: the same values as
+    CAST(a AS DOUBLE) / CAST(b AS DOUBLE) on the adversarial extremes), Spark in DOUBLE too; its DECIMAL
+    quotient would differ, and overflow under ANSI (999999999999999.999 / 0.001 in DECIMAL(18,3))."""
+    kind = number_type(node, _annotated_only)
+    if kind == "FLOAT":
         raise UnsupportedError(f"FLOAT arithmetic, which Spark computes in DOUBLE ({node.sql('duckdb')[:80]})")
+    if isinstance(node, exp.Div) and kind == "DOUBLE":
+        return f"({_doubles(self, node, '/')})"
     return getattr(SparkGenerator, f"{type(node).__name__.lower()}_sql")(self, node)
+
+
+def _doubles(self: SparkGenerator, node: exp.Binary, op: str) -> str:
+    return f"CAST({self.sql(node, 'this')} AS DOUBLE) {op} CAST({self.sql(node, 'expression')} AS DOUBLE)"
 
 
 def _sum(self: SparkGenerator, node: exp.Sum) -> str:
@@ -277,7 +288,7 @@ class DpsqlSparkGenerator(SparkGenerator):
         exp.Ceil: _floor,
         exp.Literal: _literal,
         exp.Sum: _sum,
-        **{kind: _in_float for kind in (exp.Add, exp.Sub, exp.Mul, exp.Div)},
+        **{kind: _arithmetic for kind in (exp.Add, exp.Sub, exp.Mul, exp.Div)},
         **{kind: _unlike for kind in UNLIKE},
     }
     # QUALIFY printed as written (Spark 4 has it): no subquery, no alias substituted into the window.

@@ -103,8 +103,13 @@ def _literal(node: exp.Expression) -> str | None:
 def _literal_type(text: str) -> str | None:
     if "e" in text.lower():
         return "DOUBLE"
-    if not text.lstrip("-").isdigit():
-        return None   # a DECIMAL of the literal's own digits
+    whole, _, fraction = text.lstrip("-").partition(".")
+    if fraction or not whole:   # a DECIMAL of the digits as written (0.001: DECIMAL(4,3); .5: DECIMAL(1,1))
+        digits = len(whole) + len(fraction)
+        plain = (whole + fraction).isdigit() and not whole.startswith("00") and digits <= 38
+        return f"DECIMAL({digits},{len(fraction)})" if plain else None
+    if not whole.isdigit():
+        return None
     return "INTEGER" if _fits(int(text), "INTEGER") else ("BIGINT" if _fits(int(text), "BIGINT") else None)
 
 
@@ -114,11 +119,11 @@ def _fits(value: int, sql_type: str) -> bool:
 
 
 def _division(left: str | None, right: str | None) -> str | None:
-    """DuckDB divides in DOUBLE, but a FLOAT by a FLOAT or an integer in FLOAT."""
+    """DuckDB divides in DOUBLE, but a FLOAT by a FLOAT, an integer or a DECIMAL in FLOAT."""
     if left is None or right is None:
         return None
-    if "FLOAT" in (left, right):
-        return "FLOAT" if {left, right} <= {"FLOAT", *SIGNED} else None
+    if "FLOAT" in (left, right):   # with a DECIMAL too (1.5::FLOAT / 0.001 is a FLOAT)
+        return "FLOAT" if all(t in ("FLOAT", *SIGNED) or t.startswith("DECIMAL(") for t in (left, right)) else None
     return "DOUBLE"
 
 

@@ -37,12 +37,13 @@ ROWS = [
 SHAPES = ["-{c}", "abs({c})", "floor({c})", "ceil({c})", "round({c})", "{c} // 7", "{c} // -1", "{c} % -1", "{c} % 7",
           "{c} // NULLIF({c}, 0)", "{c} % ({c} - 1)", "{c} + 100", "{c} - 1", "{c} * 3", "floor({c} / 10) * 10",
           "abs({c} - 50)", "CAST({c} AS BIGINT)", "CAST({c} / 4 AS INTEGER)", "{c} > -1.5", "{c} >= -1e400",
-          "{c} < 1e400"]
+          "{c} < 1e400", "{c} / 3", "{c} / NULLIF({c}, 0)", "{c} / ({c} - 1)", "{c} / 0.001"]
 # Refused on Spark (DP440): DuckDB's DECIMAL arithmetic overflows at its own result type, Spark's is
 # wider; FLOAT arithmetic Spark computes in DOUBLE.
 REFUSED = {"de // 7", "de // -1", "de % -1", "de % 7", "de // NULLIF(de, 0)", "de % (de - 1)", "de * 3", "abs(de - 50)",
            "de + 100", "de - 1", "f + 100", "f - 1", "f * 3", "floor(f / 10) * 10", "abs(f - 50)",
-           "CAST(f / 4 AS INTEGER)", "f % (f - 1)"}
+           "CAST(f / 4 AS INTEGER)", "f % (f - 1)", "f / 3", "f / NULLIF(f, 0)", "f / (f - 1)", "f / 0.001",
+           "de / (de - 1)"}
 STRINGS = ["length(s)", "replace(s, '0', 'ab')", "replace(s, '0', 'ab') LIKE '%ab%'", "length(s) = 5"]
 
 
