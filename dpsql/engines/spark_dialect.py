@@ -8,8 +8,14 @@ native (Spark 4 has it), and each DuckDB name the lowering writes as an anonymou
 exactly or refused (DP440, before anything is spent):
 
 * a ``TryOp`` (one operation guarded on its own, its operands total) -> ``TRY_CAST``, ``TRY_ADD``,
-  ``TRY_SUBTRACT``, ``TRY_MULTIPLY``, ``TRY_DIVIDE`` (its divisor a NULLIF or a non-zero literal), any
-  other operation refused;
+  ``TRY_SUBTRACT``, ``TRY_MULTIPLY``, ``TRY_DIVIDE`` (its divisor a NULLIF or a non-zero literal), an
+  integer's -x, ABS(x), a // b, a % b in DuckDB's type (sql/number_types.py, from the column types
+  sql/guard.py annotated: NULL where DuckDB's TRY is); any other operation refused, with the reason
+  where Spark means something else (``UNLIKE``: case maps, regular expressions; DECIMAL and FLOAT
+  arithmetic);
+* FLOOR and CEIL, a bare ``//`` and ``%``: in DuckDB's type (Spark's FLOOR of a DOUBLE is a BIGINT);
+* ``__agg``'s SUMs in DECIMAL(38, 0) (DuckDB's HUGEINT; Spark's BIGINT sum overflows under ANSI);
+* a number literal past the doubles (``1e400``, an infinity to DuckDB) as ``CAST('Infinity' AS DOUBLE)``;
 * ``HASH(...)`` (the keyed rank of a unit's partitions, lower/bounding.py) -> ``XXHASH64(...)`` with
   its sign bit cleared (DuckDB's is unsigned, and the rank is the hash modulo a constant): a
   keyed hash with the same salt parameter, stable under Spark's task retries (its values differ from
@@ -18,6 +24,7 @@ exactly or refused (DP440, before anything is spent):
   may hold a fraction -> ``CAST(ROUND(x) AS ...)``: DuckDB rounds, Spark truncates;
 * ``COLLATE C`` (bytes compared) -> ``COLLATE UTF8_BINARY``;
 * ``LEAST``, ``GREATEST``, ``ROUND``: the same functions (NULLs skipped, half away from zero);
+  ``LIST_MAX(MIN(x, k))`` (the k-th smallest) as ``ARRAY_MAX(MIN_BY(x, x, k))``;
 * ``AS MATERIALIZED`` dropped: the exact stage holds no noise, so a recomputed CTE is the same CTE;
 * ``x IN ()`` (a key set that public predicates pruned to nothing, frontend/key_pruning.py), which
   Spark's parser refuses, as its DuckDB value: NULL for a NULL ``x``, else FALSE.
@@ -28,16 +35,30 @@ exactly or refused (DP440, before anything is spent):
 """
 from __future__ import annotations
 
+import math
+
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel, UnsupportedError
 from sqlglot.generators.spark import SparkGenerator
 
-from dpsql.lower.program import not_staged
+from dpsql.lower.program import AGG, not_staged
 from dpsql.sql.build import TryOp
+from dpsql.sql.number_types import FRACTIONAL as FLOATS, number_type
 
 # TRY around one arithmetic operation: its Spark function that gives NULL where DuckDB's TRY does.
 TRY_OPERATIONS = {exp.Add: "TRY_ADD", exp.Sub: "TRY_SUBTRACT", exp.Mul: "TRY_MULTIPLY"}
+SIGNED_PRINTED = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")   # DuckDB's integer types Spark holds
+NARROW = ("TINYINT", "SMALLINT")   # Spark widens their arithmetic with an INT literal to INT
+# What means something else on Spark, and why it is refused (DP440) rather than answered otherwise.
+UNLIKE = {
+    exp.Lower: ": Spark maps case by Java's full rules ('İ' -> 'i̇', a final 'Σ' -> 'ς'), DuckDB one "
+               "character to one ('İ' -> 'i')",
+    exp.Upper: ": Spark maps case by Java's full rules ('ß' -> 'SS', 'ŉ' -> 'ʼN'), DuckDB one character to one "
+               "('ß' -> 'ẞ')",
+    exp.RegexpLike: ": regular expressions are RE2's on DuckDB and Java's on Spark (classes, escapes and what "
+                    "is an error differ)",
+}
 SAME = ("LEAST", "GREATEST", "ROUND")   # same name, same meaning (NULLs skipped; half away from zero)
 INTEGERS = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT)
 FRACTIONAL = (exp.DType.DOUBLE, exp.DType.FLOAT, exp.DType.DECIMAL)
@@ -46,18 +67,134 @@ FRACTIONAL = (exp.DType.DOUBLE, exp.DType.FLOAT, exp.DType.DECIMAL)
 def _try_op(self: SparkGenerator, node: exp.Try) -> str:
     """One operation guarded on its own (sql/guard.py ``per_operation`` writes a TryOp; a public read
     printed and parsed again, lower/keys.py, gives sqlglot's Try around the same one operation): its
-    operands total already, a divisor that may be 0 a NULLIF. Spark's function of that operation, NULL
-    where DuckDB's TRY is; anything else refused."""
+    operands total already, a divisor that may be 0 a NULLIF. Spark's expression of that operation, NULL
+    exactly where DuckDB's TRY is and in DuckDB's type; anything else refused."""
     inner = node.this
     while isinstance(inner, exp.Paren):
         inner = inner.this
     if isinstance(inner, exp.Cast):
         return self.sql(exp.TryCast(this=inner.this, to=inner.to, safe=True))
-    if type(inner) in TRY_OPERATIONS:
-        return self.func(TRY_OPERATIONS[type(inner)], inner.this, inner.expression)
-    if isinstance(inner, exp.Div):
-        return self.func("TRY_DIVIDE", inner.this, inner.expression)
-    raise UnsupportedError(f"TRY around {type(inner).__name__} ({inner.sql('duckdb')[:80]})")
+    kind = number_type(inner, _annotated_only)
+    if isinstance(inner, exp.Div):   # in DOUBLE where DuckDB divides in DOUBLE (_arithmetic)
+        operands = [exp.Cast(this=o.copy(), to=exp.DataType.build("DOUBLE")) if kind == "DOUBLE" else o
+                    for o in (inner.this, inner.expression)]
+        return self.func("TRY_DIVIDE", *operands)
+    if type(inner) in TRY_OPERATIONS and kind in (*SIGNED_PRINTED, "DOUBLE"):
+        written = self.func(TRY_OPERATIONS[type(inner)], inner.this, inner.expression)
+        return f"TRY_CAST({written} AS {kind})" if kind in NARROW else written
+    if isinstance(inner, (exp.Neg, exp.Abs, exp.IntDiv, exp.Mod)) and kind in SIGNED_PRINTED:
+        return _integer_op(self, inner, kind)
+    if isinstance(inner, (exp.IntDiv, exp.Mod)) and kind in FLOATS:
+        return _fractional_division(self, inner, kind)
+    # DECIMAL arithmetic overflows at DuckDB's result precision, Spark's is wider; a FLOAT's Spark computes
+    # in DOUBLE: neither is NULL where DuckDB's TRY is
+    raise UnsupportedError(f"TRY around {type(inner).__name__} of {kind or 'a DECIMAL or unknown type'} "
+                           f"({inner.sql('duckdb')[:80]}){UNLIKE.get(type(inner), '')}")
+
+
+def _annotated_only(name: str) -> None:
+    """Column types come from the nodes sql/guard.py annotated (the printer has no policy)."""
+    return None
+
+
+def _integer_op(self: SparkGenerator, node: exp.Expression, kind: str) -> str:
+    """DuckDB's integer -x, ABS(x), a // b, a % b under TRY, in its type ``kind``: NULL where the result
+    leaves the type (-x, ABS(x) of the smallest; the smallest // -1), else the value. Spark's ``div`` is a
+    BIGINT that fails on the smallest BIGINT // -1 under ANSI; its ``%`` of a TINYINT an INT."""
+    zero = f"CAST(0 AS {kind})"   # try_subtract in the operand's own type: NULL past its range
+    a = self.sql(node, "this")
+    if isinstance(node, exp.Neg):
+        return f"TRY_SUBTRACT({zero}, {a})"
+    if isinstance(node, exp.Abs):
+        return f"CASE WHEN {a} < 0 THEN TRY_SUBTRACT({zero}, {a}) ELSE {a} END"
+    b = self.sql(node, "expression")
+    if isinstance(node, exp.Mod):   # the sign of a, as DuckDB's; the smallest % -1 is 0 on both
+        return f"CAST(TRY_MOD({a}, {b}) AS {kind})"
+    return f"CASE WHEN {b} = -1 THEN TRY_CAST(TRY_SUBTRACT(0, {a}) AS {kind}) ELSE CAST({a} DIV {b} AS {kind}) END"
+
+
+def _fractional_division(self: SparkGenerator, node: exp.Expression, kind: str) -> str:
+    """DuckDB's a // b of a FLOAT or DOUBLE is a / b in that type (no flooring; Spark's ``div`` refuses
+    doubles), its a % b C's fmod (Java's %); the divisor is never 0 here (a literal, or NULLIF)."""
+    written = f"({_doubles(self, node, '/' if isinstance(node, exp.IntDiv) else '%')})"
+    return written if kind == "DOUBLE" else f"CAST({written} AS {kind})"
+
+
+def _int_div(self: SparkGenerator, node: exp.IntDiv) -> str:
+    """A bare a // b (sql/totality.py: a literal divisor other than 0 and -1) in DuckDB's type."""
+    kind = number_type(node, _annotated_only)
+    if kind in FLOATS:
+        return _fractional_division(self, node, kind)
+    written = self.binary(node, "DIV")
+    # Untyped: the lowering's own division of wide integers (sql/build.py WIDE_INTEGER, DECIMAL(38,0) on
+    # Spark); a user's bare // is typed (sql/totality.py asks number_type before calling it total).
+    return f"CAST({written} AS {kind})" if kind in SIGNED_PRINTED and kind != "BIGINT" else written
+
+
+def _mod(self: SparkGenerator, node: exp.Mod) -> str:
+    """A bare a % b: DuckDB's type (Spark's % of a TINYINT by an INT literal is an INT)."""
+    kind = number_type(node, _annotated_only)
+    if kind in FLOATS:
+        return _fractional_division(self, node, kind)
+    written = self.binary(node, "%")
+    return f"CAST({written} AS {kind})" if kind in NARROW else written
+
+
+def _floor(self: SparkGenerator, node: exp.Floor | exp.Ceil) -> str:
+    """DuckDB's FLOOR/CEIL keep a DOUBLE a DOUBLE (infinities, NaN and -0.0 included), make an integer a
+    DOUBLE and a DECIMAL(p, s) a DECIMAL(p, 0); Spark's are BIGINTs (a DOUBLE past 2^63 saturated). A
+    DOUBLE of magnitude 2^52 or more has no fraction: it is its own floor; below, Spark's BIGINT is exact."""
+    name = "FLOOR" if isinstance(node, exp.Floor) else "CEIL"
+    operand, kind = node.this, number_type(node.this, _annotated_only)
+    if node.args.get("decimals") or kind is None or kind not in (*SIGNED_PRINTED, *FLOATS) and \
+            not kind.startswith("DECIMAL("):
+        raise UnsupportedError(f"{name} of {kind or 'an unknown type'} ({node.sql('duckdb')[:80]})")
+    a = self.sql(operand)
+    if kind in SIGNED_PRINTED:
+        return f"CAST({a} AS DOUBLE)"
+    if kind.startswith("DECIMAL("):
+        return f"CAST({name}({a}) AS {kind.split(',')[0]}, 0))"
+    x = f"CAST({a} AS DOUBLE)"
+    written = f"CASE WHEN {x} = 0 OR NOT ABS({x}) < {2 ** 52} THEN {x} ELSE CAST({name}({x}) AS DOUBLE) END"
+    return written if kind == "DOUBLE" else f"CAST({written} AS FLOAT)"
+
+
+def _arithmetic(self: SparkGenerator, node: exp.Binary) -> str:
+    """Arithmetic of FLOATs: DuckDB's is in FLOAT (3.4e38 * 3 is infinity), Spark's in DOUBLE: refused. A
+    division DuckDB computes in DOUBLE, whatever its operands (a DECIMAL's too: the same values as
+    CAST(a AS DOUBLE) / CAST(b AS DOUBLE) on the adversarial extremes), Spark in DOUBLE too; its DECIMAL
+    quotient would differ, and overflow under ANSI (999999999999999.999 / 0.001 in DECIMAL(18,3))."""
+    kind = number_type(node, _annotated_only)
+    if kind == "FLOAT":
+        raise UnsupportedError(f"FLOAT arithmetic, which Spark computes in DOUBLE ({node.sql('duckdb')[:80]})")
+    if isinstance(node, exp.Div) and kind == "DOUBLE":
+        return f"({_doubles(self, node, '/')})"
+    return getattr(SparkGenerator, f"{type(node).__name__.lower()}_sql")(self, node)
+
+
+def _doubles(self: SparkGenerator, node: exp.Binary, op: str) -> str:
+    return f"CAST({self.sql(node, 'this')} AS DOUBLE) {op} CAST({self.sql(node, 'expression')} AS DOUBLE)"
+
+
+def _sum(self: SparkGenerator, node: exp.Sum) -> str:
+    """``__agg``'s totals of the units' BIGINT values (each up to 2^62, lower/noise.py saturates the total
+    before the noise) in DECIMAL(38, 0), as DuckDB sums a BIGINT in HUGEINT: Spark's SUM of a BIGINT is a
+    BIGINT, and under ANSI it would fail the job, after the charge, exactly when enough units match."""
+    cte = node.find_ancestor(exp.CTE)
+    if cte is None or cte.alias != AGG or isinstance(node.this, exp.Distinct):
+        return self.function_fallback_sql(node)
+    return self.func("SUM", exp.Cast(this=node.this.copy(), to=exp.DataType.build("DECIMAL(38, 0)")))
+
+
+def _literal(self: SparkGenerator, node: exp.Literal) -> str:
+    """A number literal past the doubles' range (DuckDB reads 1e400 as infinity; Spark refuses to parse it)."""
+    if not node.is_string and "e" in node.this.lower() and math.isinf(float(node.this)):
+        return "CAST('Infinity' AS DOUBLE)"
+    return SparkGenerator.literal_sql(self, node)
+
+
+def _unlike(self: SparkGenerator, node: exp.Expression) -> str:
+    raise UnsupportedError(f"{type(node).__name__.upper()}{UNLIKE[type(node)]}")
 
 
 def _anonymous(self: SparkGenerator, call: exp.Anonymous) -> str:
@@ -66,7 +203,18 @@ def _anonymous(self: SparkGenerator, call: exp.Anonymous) -> str:
         return f"({self.func('XXHASH64', *call.expressions)} & {2 ** 63 - 1})"
     if name in SAME:
         return self.func(name, *call.expressions)
+    if name == "LIST_MAX" and len(call.expressions) == 1 and _smallest(call.expressions[0]):
+        # a unit's L-th smallest rank (lower/bounding.py __cut): DuckDB's MIN(x, L) keeps the L smallest
+        # values, duplicates included, in a bounded heap; Spark's MIN_BY(x, x, L) the same (k <= 100000)
+        least = call.expressions[0]
+        return self.func("ARRAY_MAX", self.func("MIN_BY", least.this, least.this, least.args["count"]))
     raise UnsupportedError(f"{name}() has no Spark equivalent dpsql prints")
+
+
+def _smallest(node: exp.Expression) -> bool:
+    """DuckDB's MIN(x, k): the k smallest values, k a literal Spark's MIN_BY takes (at most 100000)."""
+    count = node.args.get("count") if isinstance(node, exp.Min) else None
+    return isinstance(count, exp.Literal) and count.is_int and 0 < int(count.this) <= 100_000
 
 
 def _cast(self: SparkGenerator, cast: exp.Cast) -> str:
@@ -85,12 +233,14 @@ def _try_cast(self: SparkGenerator, cast: exp.TryCast) -> str:
 
 
 def _whole(node: exp.Expression) -> bool:
-    """A value with no fraction: rounded, an integer literal, a count, or a cast to an integer type."""
+    """A value with no fraction: rounded, an integer literal, a count, a boolean, or a cast to an integer type."""
     if isinstance(node, exp.Anonymous) and node.name.upper() == "ROUND" and len(node.expressions) == 1:
         return True
     if isinstance(node, exp.Cast):
         return node.to.this in INTEGERS or node.to.this == exp.DType.INT128
-    return isinstance(node, (exp.Count, exp.RowNumber)) or (isinstance(node, exp.Literal) and node.is_int)
+    # a boolean (lower/bounding.py's __declared > L) casts to 1 or 0 on both engines; Spark has no ROUND of it
+    booleans = (exp.Predicate, exp.Connector, exp.Not, exp.Boolean)
+    return isinstance(node, (exp.Count, exp.RowNumber, *booleans)) or (isinstance(node, exp.Literal) and node.is_int)
 
 
 def _collate(self: SparkGenerator, node: exp.Collate) -> str:
@@ -132,6 +282,14 @@ class DpsqlSparkGenerator(SparkGenerator):
         exp.In: _in,
         exp.Try: _try_op,
         TryOp: _try_op,
+        exp.IntDiv: _int_div,
+        exp.Mod: _mod,
+        exp.Floor: _floor,
+        exp.Ceil: _floor,
+        exp.Literal: _literal,
+        exp.Sum: _sum,
+        **{kind: _arithmetic for kind in (exp.Add, exp.Sub, exp.Mul, exp.Div)},
+        **{kind: _unlike for kind in UNLIKE},
     }
     # QUALIFY printed as written (Spark 4 has it): no subquery, no alias substituted into the window.
     TRANSFORMS.pop(exp.Select, None)

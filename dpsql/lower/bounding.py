@@ -31,6 +31,7 @@ def argument_value(plan: Plan, argument: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Column):
             policy = plan.table.columns.get(node.name.lower())
             value = col(node.name.lower())
+            value.type = node.type   # as sql/guard.py annotated it: an engine prints by it (sql/number_types.py)
             if policy is not None and policy.bounded:
                 return clamp_in_type(value, policy)
             return value

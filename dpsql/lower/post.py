@@ -79,7 +79,9 @@ def slot_types(plan: Plan):
             return None
         o = plan.outputs[slot]
         if o.kind.aggregate:
-            return "DOUBLE"
+            # BIGINT or DOUBLE: typed as the one whose arithmetic can fail (sql/totality.py calls DOUBLE
+            # arithmetic total; a noisy count near 2^62 times 2 overflows a BIGINT)
+            return "BIGINT"
         key = plan.group_keys[o.key_index].expression if o.kind == OutputKind.KEY else None
         if isinstance(key, exp.Column) and len(plan.group_keys[o.key_index].columns) == 1:
             return plan.group_keys[o.key_index].columns[0].sql_type

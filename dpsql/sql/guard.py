@@ -12,6 +12,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.sql.build import TryOp, cast, col, num
+from dpsql.sql.number_types import annotated
 from dpsql.sql.totality import BOOLEAN, LOGIC, family, is_total, literals_as_doubles, nonzero_divisor
 from dpsql.sql.types import INTEGER_TYPES, base_type
 
@@ -54,17 +55,24 @@ def per_operation(node: exp.Expression, types) -> exp.Expression:
     >>> import sqlglot
     >>> types = {"d": "DOUBLE", "s": "VARCHAR"}.get
     >>> per_operation(sqlglot.parse_one("CAST(d AS INT) + LENGTH(s)"), types).sql("duckdb")
-    'TRY(TRY_CAST(ROUND(d) AS INT) + TRY(LENGTH(s)))'
+    'TRY(TRY_CAST(ROUND(d) AS INT) + LENGTH(s))'
+
+    Each column of the result carries its DuckDB type (sql/number_types.py ``annotated``): an engine
+    that types an operation otherwise than DuckDB prints it in DuckDB's type (engines/spark_dialect.py).
     """
+    return annotated(_per_operation(node, types), types)
+
+
+def _per_operation(node: exp.Expression, types) -> exp.Expression:
     if is_total(node, types):
         return node.copy()
     if isinstance(node, exp.Paren):
-        inner = per_operation(node.this, types)
+        inner = _per_operation(node.this, types)
         # sqlglot's AND, OR, ^ and COLLATE are Funcs too, and print bare: only a call keeps its own parentheses
         atomic = isinstance(inner, (exp.Func, exp.Column)) and not isinstance(inner, exp.Binary)
         return inner if atomic else exp.Paren(this=inner)
     if isinstance(node, exp.Cast):
-        written = exp.Cast(this=_rounded(per_operation(node.this, types), node.to, types), to=node.to.copy())
+        written = exp.Cast(this=_rounded(_per_operation(node.this, types), node.to, types), to=node.to.copy())
         return written if is_total(written, types) else try_cast(written.this, node.to)
     written = _guard_operands(node, types)
     if isinstance(written, DIVISIONS):
@@ -94,7 +102,7 @@ def _operand(value, parent: exp.Expression, key: str, types):
         return value
     if isinstance(parent, exp.Case) and key == "ifs":
         return _guard_operands(value, types)   # WHEN c THEN v: a part of the CASE, not a value
-    return per_operation(value, types)
+    return _per_operation(value, types)
 
 
 def _nonzero(divisor: exp.Expression) -> exp.Expression:

@@ -38,6 +38,7 @@ from sqlglot import exp
 
 from dpsql.sql.build import TryOp
 from dpsql.sql.compare import pairing
+from dpsql.sql.number_types import number_type
 from dpsql.sql.literals import is_date, parse_date, parse_timestamp, temporal_literal, temporal_value
 from dpsql.sql.types import BOOLEAN, NUMBER, SAFE_NUMBERS, STRING, TEMPORAL, base_type, temporal_type, type_family
 
@@ -134,8 +135,9 @@ def _safe_operand(node: exp.Expression, types: Types) -> str | None:
     value = temporal_value(node)   # a DATE or TIMESTAMP literal that DuckDB reads as that value
     if value is not None:
         return DATE_KIND if is_date(value) else TIMESTAMP_KIND
-    if isinstance(node, exp.Neg):
-        return NUMBER if is_integer_literal(node.this) and int(node.this.this) <= MAX_TOTAL_INTEGER + 1 else None
+    if isinstance(node, exp.Neg) and is_number_literal(node.this):
+        # -1.5e0 as 1.5e0; an integer down to BIGINT's smallest
+        return NUMBER if not node.this.this.isdigit() or int(node.this.this) <= MAX_TOTAL_INTEGER + 1 else None
     if is_number_literal(node):
         # An integer literal compares with any safe column; a non-integer one is written as a DOUBLE.
         text = node.this
@@ -156,6 +158,8 @@ def _safe_operand(node: exp.Expression, types: Types) -> str | None:
         return _guarded_kind(node, types)
     if isinstance(node, _CHOICES):
         return _choice_kind(node, types)
+    if isinstance(node, (*_STRING_OPERATIONS, exp.Length)) and is_total(node, types):
+        return STRING if isinstance(node, _STRING_OPERATIONS) else NUMBER   # LENGTH: a BIGINT
     if isinstance(node, exp.Cast) and is_total(node, types):
         return _type_kind(_cast_target(node))   # a number as DOUBLE (a stage's released value: stages.literal)
     return NUMBER if _calendar_part(node, types) else None   # a BIGINT, total itself
@@ -271,7 +275,50 @@ def is_total(node: exp.Expression | None, types: Types) -> bool:
             return True
         kinds = {_safe_operand(o, types) for o in _operands(node)}
         return None not in kinds and len(kinds - {"null"}) <= 1
-    return _calendar_part(node, types)
+    return _total_operation(node, types) or _calendar_part(node, types)
+
+
+# String operations DuckDB computes on any string without an error (how long their result may grow is
+# frontend/rules/expressions.py's bounded_strings, refused before planning: string_too_long).
+_STRING_OPERATIONS = (exp.Lower, exp.Upper, exp.Replace)
+# A number operation that cannot fail where its result type says so: DOUBLE arithmetic is IEEE's
+# (FLOAT's too, but Spark computes it in DOUBLE: kept guarded, its TryOp refused there) (an overflow is an infinity, 0 * inf a NaN, never an error), the negation or absolute value
+# of a DECIMAL has the digits of its operand, FLOOR and CEIL of any number fit their result's type
+# (an integer is converted to DOUBLE; ROUND keeps it), ROUND too (half away from zero).
+_IEEE = (exp.Add, exp.Sub, exp.Mul, exp.Neg, exp.Abs)
+
+
+def _total_operation(node: exp.Expression, types: Types) -> bool:
+    """The string and number operations above, their operands total of their family; an integer
+    division or remainder by an integer literal other than 0 (and, for ``//``, -1: the smallest
+    integer's quotient by -1 overflows; its remainder is 0); tests/sql/test_totality.py tries each on
+    the extremes of every type."""
+    operands = [o for o in node.iter_expressions()]
+    want = STRING if isinstance(node, (*_STRING_OPERATIONS, exp.Length)) else NUMBER
+    if not all(family(o, types) == want and is_total(o, types) for o in operands[:1]):
+        return False
+    if isinstance(node, _STRING_OPERATIONS + (exp.Length,)):
+        return isinstance(node, (exp.Lower, exp.Upper, exp.Length)) and len(operands) == 1 or all(
+            isinstance(o, exp.Literal) and o.is_string for o in operands[1:])
+    if isinstance(node, (exp.Floor, exp.Ceil, exp.Round)):   # ROUND(x) too (sql/guard.py writes it before a cast)
+        return len(operands) == 1 and number_type(operands[0], types) is not None
+    if isinstance(node, _IEEE):
+        kind = number_type(node, types) or ""
+        exact = kind == "DOUBLE" or isinstance(node, (exp.Neg, exp.Abs)) and (kind == "FLOAT" or kind.startswith("DECIMAL"))
+        return exact and all(family(o, types) == NUMBER and is_total(o, types) for o in operands)
+    if isinstance(node, (exp.IntDiv, exp.Mod)):
+        divisor = node.expression.unnest()
+        value = _integer_value(divisor)
+        return value not in (None, 0) and (value != -1 or isinstance(node, exp.Mod)) and \
+            number_type(node, types) is not None
+    return False
+
+
+def _integer_value(node: exp.Expression) -> int | None:
+    """The value of a (negated) integer literal."""
+    negated = isinstance(node, exp.Neg)
+    node = node.this if negated else node
+    return (-1 if negated else 1) * int(node.this) if is_integer_literal(node) else None
 
 
 def _is_zero(node: exp.Expression) -> bool:
@@ -366,15 +413,18 @@ def narrow_dates(node: exp.Expression, types: Types) -> exp.Expression:
     that DuckDB converts to the column's type become literals of that type (in place; returned):
 
     * a DATE column: a string literal naming a day (``'2020-06-01'``) becomes ``DATE 'x'``, and in a
-      comparison (``<``, ``=``, ...) so does a TIMESTAMP literal at midnight (what ``DATE 'x' -
-      INTERVAL 'n' DAY`` folds to);
+      comparison (``<``, ``=``, ...) or BETWEEN so does a TIMESTAMP literal at midnight (what ``DATE 'x'
+      - INTERVAL 'n' DAY`` folds to);
     * a TIMESTAMP column: a DATE literal becomes ``TIMESTAMP 'x 00:00:00'``, a string literal naming
       an instant ``TIMESTAMP 'x'``.
 
     The comparison keeps its value on every row: DuckDB casts a string literal to the column's type
     and a DATE literal to a TIMESTAMP at midnight, and compares a DATE column with a TIMESTAMP at
-    midnight as the two days (its optimizer narrows the literal; in BETWEEN and IN it casts the
-    column instead, which fails past the year 294247, so those keep the TIMESTAMP).
+    midnight as the two days (its optimizer narrows the literal). In IN it casts the column instead,
+    which fails past the year 294247, so IN keeps the TIMESTAMP; BETWEEN casts the column too, but
+    ``a BETWEEN l AND h`` is SQL's ``a >= l AND a <= h``, and those two comparisons narrow: a DATE
+    BETWEEN a TIMESTAMP at midnight is then total on both engines (DuckDB's TRY(BETWEEN) was NULL
+    past the year 294247, where the comparisons have their value; Spark has no TRY for it).
     ``tests/sql/test_totality.py`` checks it on the calendar's extremes and infinities.
     """
     for pred in list(node.find_all(*COMPARISONS, exp.Between, exp.In)):
@@ -386,7 +436,7 @@ def narrow_dates(node: exp.Expression, types: Types) -> exp.Expression:
             continue
         target = columns.pop()
         for operand in operands:
-            value = _as_temporal(operand.unnest(), target, comparison=isinstance(pred, COMPARISONS))
+            value = _as_temporal(operand.unnest(), target, comparison=isinstance(pred, (*COMPARISONS, exp.Between)))
             if value is not None:
                 operand.unnest().replace(temporal_literal(value))
     return node

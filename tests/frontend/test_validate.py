@@ -47,7 +47,9 @@ def test_expressions_that_fail_on_some_rows_are_null_there_not_errors(db):
     ("CAST(state AS INTEGER) > 5", True),                  # a cast: fails on 'CA'
     ("age > 99999999999999999999", True),                  # a literal too large for the column
     ("age + 1 > 30", True),                                # arithmetic can overflow
-    ("LENGTH(zip) > 3", True),                             # a function
+    ("ABS(age) > 3", True),                                # ABS of the smallest BIGINT overflows
+    ("LENGTH(zip) > 3", False),                            # a string's length: cannot fail (issue 27)
+    ("FLOOR(income / 10) * 10 > 3 AND age // 7 = 2", False),   # DOUBLE arithmetic, // by a literal
 ])
 def test_where_is_guarded_by_try_unless_no_row_can_make_it_fail(db, where, guarded):
     sql = f"SELECT COUNT(*) FROM people WHERE {where}"

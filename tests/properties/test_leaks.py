@@ -221,6 +221,12 @@ FINDINGS = [
     # (exact, each clinic's threshold would move with the person's rows there: about 11 rows per unit of it)
     "SELECT COUNT(*) AS n FROM visits v, clinics c WHERE v.clinic = c.clinic AND v.i8 < (SELECT COUNT(*) FROM visits w "
     "WHERE w.clinic = c.clinic) - 231",
+    # operations proven total run bare (issue 27: DOUBLE arithmetic, FLOOR/CEIL/ROUND, // and % by a literal,
+    # LOWER/UPPER/LENGTH/REPLACE, a DATE BETWEEN a TIMESTAMP at midnight); -x, // -1 of an integer guarded
+    "SELECT COUNT(*) FROM people WHERE f64 * 2 > -1.5 AND -f64 < 1e300 AND abs(dec) > 1 AND f64 >= -1e400",
+    "SELECT i8 // 7 AS b, COUNT(*) AS n FROM visits WHERE i64 // -1 > 0 OR i8 % -1 = 0 OR -i8 > 3 GROUP BY b",
+    "SELECT COUNT(*) FROM people WHERE lower(txt) LIKE 'a%' AND length(upper(txt)) < 10 AND round(f64) <> ceil(f32)",
+    "SELECT COUNT(*) FROM visits WHERE day BETWEEN DATE '2000-01-31' + INTERVAL 1 MONTH AND '2009-12-31'",
     # the row of the largest private total (TPC-H Q15's shape): the top-1, then the public table's row
     "WITH r (k, v) AS (SELECT clinic, SUM(f64) FROM visits WHERE CAST(txt AS INTEGER) > 1 OR i8 > 0 GROUP BY clinic) "
     "SELECT clinics.clinic, region, v FROM clinics, r WHERE clinics.clinic = k AND v = (SELECT MAX(v) FROM r)",

@@ -1,0 +1,140 @@
+"""Each guarded or newly bare operation printed for Spark (engines/spark_dialect.py) means there what it
+means on DuckDB: the same value, NULL on the same rows, the same kind of number, on the extremes of
+every type Spark holds (marker ``spark``; about 1 minute). The expression is written as the lowering
+writes it (sql/guard.py ``per_operation``: each column annotated with its DuckDB type), run by DuckDB
+as printed for DuckDB and by Spark (ANSI on) as printed for Spark."""
+import math
+from decimal import Decimal
+
+import duckdb
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from dpsql.engines.spark_dialect import spark_sql
+from dpsql.errors import DpsqlError
+from dpsql.sql.build import fn
+from dpsql.sql.guard import per_operation, quoted
+
+pytestmark = pytest.mark.spark
+
+TYPES = {"ti": "TINYINT", "si": "SMALLINT", "i": "INTEGER", "bi": "BIGINT", "f": "FLOAT", "d": "DOUBLE",
+         "de": "DECIMAL(18,3)", "s": "VARCHAR"}
+# Extremes, signs, ties, zeros of both signs, infinities, NaN, the doubles past 2^52, NULL; strings past
+# ASCII (a combining accent, an emoji, a character whose case maps to two).
+ROWS = [
+    (-128, -32768, -2 ** 31, -2 ** 63, "-3.4e38", "-1.7976931348623157e308", "-999999999999999.999", "''"),
+    (127, 32767, 2 ** 31 - 1, 2 ** 63 - 1, "3.4e38", "1.7976931348623157e308", "999999999999999.999", "'ß\u0301x'"),
+    (-1, -1, -1, -1, "-0.5", "-0.5", "-2.5", "'😀a'"),
+    (1, 7, -7, 7, "2.5", "2.5", "0.5", "'İ0Σ0'"),
+    (0, 0, 0, 0, "-0.0", "-0.0", "0", "'00042'"),
+    (-7, 25, 100, -9, "'inf'", "'-inf'", "-0.5", "'abc'"),
+    (13, -25, 50, 50, "'nan'", "'nan'", "1.5", "'0'"),
+    (2, 3, 4, 5, "0.49999997", "0.49999999999999994", "2.5", "'x'"),
+    (-2, -3, -4, 4503599627370497, "16777217", "4503599627370497.5", "-1.5", "'ab0'"),
+    (None, None, None, None, "NULL", "NULL", "NULL", "NULL"),
+]
+SHAPES = ["-{c}", "abs({c})", "floor({c})", "ceil({c})", "round({c})", "{c} // 7", "{c} // -1", "{c} % -1", "{c} % 7",
+          "{c} // NULLIF({c}, 0)", "{c} % ({c} - 1)", "{c} + 100", "{c} - 1", "{c} * 3", "floor({c} / 10) * 10",
+          "abs({c} - 50)", "CAST({c} AS BIGINT)", "CAST({c} / 4 AS INTEGER)", "{c} > -1.5", "{c} >= -1e400",
+          "{c} < 1e400", "{c} / 3", "{c} / NULLIF({c}, 0)", "{c} / ({c} - 1)", "{c} / 0.001"]
+# Refused on Spark (DP440): DuckDB's DECIMAL arithmetic overflows at its own result type, Spark's is
+# wider; FLOAT arithmetic Spark computes in DOUBLE.
+REFUSED = {"de // 7", "de // -1", "de % -1", "de % 7", "de // NULLIF(de, 0)", "de % (de - 1)", "de * 3", "abs(de - 50)",
+           "de + 100", "de - 1", "f + 100", "f - 1", "f * 3", "floor(f / 10) * 10", "abs(f - 50)",
+           "CAST(f / 4 AS INTEGER)", "f % (f - 1)", "f / 3", "f / NULLIF(f, 0)", "f / (f - 1)", "f / 0.001",
+           "de / (de - 1)"}
+STRINGS = ["length(s)", "replace(s, '0', 'ab')", "replace(s, '0', 'ab') LIKE '%ab%'", "length(s) = 5"]
+
+
+@pytest.fixture(scope="module")
+def tables(spark):
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE t (id INTEGER, {', '.join(f'{c} {t}' for c, t in TYPES.items())})")
+    for n, row in enumerate(ROWS):
+        values = ", ".join("NULL" if v is None else str(v) for v in row)
+        con.execute(f"INSERT INTO t VALUES ({n}, {values})")
+    spark.createDataFrame(con.sql("SELECT * FROM t").to_arrow_table()).createOrReplaceTempView("t")
+    return con, spark
+
+
+def same(a, b) -> bool:
+    """One value, and one kind of number (a DOUBLE is no BIGINT: FLOOR's type differs between engines)."""
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, float) or isinstance(b, float):
+        if not (isinstance(a, float) and isinstance(b, float)):
+            return False
+        return (math.isnan(a) and math.isnan(b)) or a == b
+    if isinstance(a, Decimal) or isinstance(b, Decimal):
+        return Decimal(a) == Decimal(b)
+    return a == b
+
+
+def both(tables, text):
+    """(DuckDB's rows, Spark's rows) of the expression as the lowering writes it, or None where DuckDB
+    refuses to bind it (a free refusal, the same for every database)."""
+    con, spark = tables
+    written = per_operation(quoted(sqlglot.parse_one(text, read="duckdb")), TYPES.get)
+    query = exp.select(exp.alias_(written, "v")).from_("t").order_by("id")
+    try:
+        expected = con.sql(query.sql("duckdb")).fetchall()
+    except duckdb.Error:
+        return None
+    if text in REFUSED:
+        with pytest.raises(DpsqlError) as refused:
+            spark_sql(query)
+        assert refused.value.code == "DP440"
+        return None
+    return [r[0] for r in expected], [r[0] for r in spark.sql(spark_sql(query)).collect()]
+
+
+@pytest.mark.parametrize("text", [s.format(c=c) for s in SHAPES for c in TYPES if c != "s"] + STRINGS)
+def test_an_operation_gives_duckdbs_values_on_spark(tables, text):
+    found = both(tables, text)
+    if found is None:
+        pytest.skip("refused while binding on DuckDB, or on Spark (REFUSED)")
+    expected, got = found
+    assert len(expected) == len(got)
+    assert all(same(a, b) for a, b in zip(expected, got)), [(a, b) for a, b in zip(expected, got) if not same(a, b)]
+
+
+@pytest.mark.parametrize("text", ["lower(s)", "upper(s)", "regexp_matches(s, '[[:alpha:]]')"])
+def test_what_means_otherwise_on_spark_is_refused(text):
+    written = per_operation(quoted(sqlglot.parse_one(text, read="duckdb")), TYPES.get)
+    with pytest.raises(DpsqlError) as refused:
+        spark_sql(exp.select(written).from_("t"))
+    assert refused.value.code == "DP440"
+
+
+def test_case_maps_do_differ_past_ascii(tables):
+    """Why LOWER and UPPER are refused: the engines map 'ß' and 'İ' differently."""
+    con, spark = tables
+    duck = con.sql("SELECT upper('ß'), lower('İ')").fetchall()[0]
+    assert tuple(spark.sql("SELECT upper('ß'), lower('İ')").collect()[0]) != duck
+
+
+def test_the_exact_totals_cannot_overflow_on_spark_where_duckdb_sums_them(spark):
+    """__agg sums the units' BIGINT values (each up to 2^62): DuckDB in HUGEINT, Spark's SUM of a BIGINT in
+    BIGINT, which under ANSI fails the job (after the charge) when enough units match. Printed as a
+    DECIMAL(38, 0) sum, four units of 2^62 total 2^64 on both engines."""
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE big AS SELECT range AS u, {2 ** 62}::BIGINT AS v FROM range(4)")
+    spark.createDataFrame(con.sql("SELECT * FROM big").to_arrow_table()).createOrReplaceTempView("big")
+    sql = "WITH __agg AS (SELECT SUM(v) AS s FROM big) SELECT * FROM __agg"
+    expected = con.sql(sql).fetchall()[0][0]
+    assert int(spark.sql(spark_sql(sqlglot.parse_one(sql, read="duckdb"))).collect()[0][0]) == expected == 2 ** 64
+
+
+def test_a_units_lth_smallest_rank_is_duckdbs(spark):
+    """__cut's LIST_MAX(MIN(r, L)) (lower/bounding.py): the L-th smallest value, duplicates counted, NULLs
+    skipped; on Spark ARRAY_MAX(MIN_BY(r, r, L))."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r AS SELECT * FROM (VALUES (1, 5), (1, 1), (1, 3), (1, 1), (1, NULL), (1, 9), (2, NULL), "
+                "(3, 7), (4, -9223372036854775808)) v(u, r)")
+    spark.createDataFrame(con.sql("SELECT * FROM r").to_arrow_table()).createOrReplaceTempView("r")
+    cut = fn("LIST_MAX", exp.Min(this=exp.column("r"), count=exp.Literal.number(3)))   # as lower/bounding.py writes it
+    query = exp.select("u", exp.alias_(cut, "c")).from_("r").group_by("u").order_by("u")
+    expected = con.sql(query.sql("duckdb")).fetchall()
+    assert [tuple(row) for row in spark.sql(spark_sql(query)).collect()] == expected
+    assert expected[0] == (1, 3)
