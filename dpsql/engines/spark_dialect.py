@@ -24,7 +24,8 @@ exactly or refused (DP440, before anything is spent):
   may hold a fraction -> ``CAST(ROUND(x) AS ...)``: DuckDB rounds, Spark truncates;
 * ``COLLATE C`` (bytes compared) -> ``COLLATE UTF8_BINARY``;
 * ``LEAST``, ``GREATEST``, ``ROUND``: the same functions (NULLs skipped, half away from zero);
-  ``LIST_MAX(MIN(x, k))`` (the k-th smallest) as ``ARRAY_MAX(MIN_BY(x, x, k))``;
+  ``LIST_MAX(MIN(x, k))`` (the k-th smallest) as ``ARRAY_MAX(MIN_BY(x, x, k))``, ``MIN(x, k)`` (the k
+  smallest) as ``MIN_BY(x, x, k)`` and ``UNNEST`` of that list as ``EXPLODE`` (COUNT(DISTINCT));
 * ``AS MATERIALIZED`` dropped: the exact stage holds no noise, so a recomputed CTE is the same CTE;
 * ``x IN ()`` (a key set that public predicates pruned to nothing, frontend/key_pruning.py), which
   Spark's parser refuses, as its DuckDB value: NULL for a NULL ``x``, else FALSE.
@@ -203,12 +204,35 @@ def _anonymous(self: SparkGenerator, call: exp.Anonymous) -> str:
         return f"({self.func('XXHASH64', *call.expressions)} & {2 ** 63 - 1})"
     if name in SAME:
         return self.func(name, *call.expressions)
+    if name == "FLOOR" and len(call.expressions) == 1 and isinstance(call.parent, exp.Cast) and \
+            call.parent.to.this in INTEGERS:
+        # a quantile's leaf index (plan/exact.py leaf_index), cast to an integer at once: Spark's BIGINT
+        # floor is DuckDB's DOUBLE one wherever the cast of it holds (the index lies in [0, 65536])
+        return self.func("FLOOR", *call.expressions)
     if name == "LIST_MAX" and len(call.expressions) == 1 and _smallest(call.expressions[0]):
         # a unit's L-th smallest rank (lower/bounding.py __cut): DuckDB's MIN(x, L) keeps the L smallest
         # values, duplicates included, in a bounded heap; Spark's MIN_BY(x, x, L) the same (k <= 100000)
         least = call.expressions[0]
         return self.func("ARRAY_MAX", self.func("MIN_BY", least.this, least.this, least.args["count"]))
     raise UnsupportedError(f"{name}() has no Spark equivalent dpsql prints")
+
+
+def _min(self: SparkGenerator, node: exp.Min) -> str:
+    """MIN(x); DuckDB's MIN(x, k) (a unit's k smallest distinct values, lower/distinct.py) as Spark's
+    MIN_BY(x, x, k): both a bounded heap of the k smallest, in the same order of values."""
+    if node.args.get("count") is None:
+        return self.func("MIN", node.this)
+    if not _smallest(node):
+        raise UnsupportedError(f"MIN(x, {node.args['count'].sql()}): Spark's MIN_BY keeps at most 100000")
+    return self.func("MIN_BY", node.this, node.this, node.args["count"])
+
+
+def _unnest(self: SparkGenerator, node: exp.Unnest) -> str:
+    """UNNEST(list) as a projection (lower/distinct.py: one row per kept value) is Spark's EXPLODE; no
+    other UNNEST is printed."""
+    if len(node.expressions) != 1 or not isinstance(node.parent, (exp.Alias, exp.Select)) or node.args.get("offset"):
+        raise UnsupportedError("UNNEST other than of one list in a SELECT")
+    return self.func("EXPLODE", node.expressions[0])
 
 
 def _smallest(node: exp.Expression) -> bool:
@@ -233,8 +257,9 @@ def _try_cast(self: SparkGenerator, cast: exp.TryCast) -> str:
 
 
 def _whole(node: exp.Expression) -> bool:
-    """A value with no fraction: rounded, an integer literal, a count, a boolean, or a cast to an integer type."""
-    if isinstance(node, exp.Anonymous) and node.name.upper() == "ROUND" and len(node.expressions) == 1:
+    """A value with no fraction: rounded or floored, an integer literal, a count, a boolean, or a cast to an
+    integer type."""
+    if isinstance(node, exp.Anonymous) and node.name.upper() in ("ROUND", "FLOOR") and len(node.expressions) == 1:
         return True
     if isinstance(node, exp.Cast):
         return node.to.this in INTEGERS or node.to.this == exp.DType.INT128
@@ -288,6 +313,8 @@ class DpsqlSparkGenerator(SparkGenerator):
         exp.Ceil: _floor,
         exp.Literal: _literal,
         exp.Sum: _sum,
+        exp.Min: _min,
+        exp.Unnest: _unnest,
         **{kind: _arithmetic for kind in (exp.Add, exp.Sub, exp.Mul, exp.Div)},
         **{kind: _unlike for kind in UNLIKE},
     }

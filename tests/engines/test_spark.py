@@ -29,8 +29,6 @@ REFUSED_ON_SPARK = {
     "026_select_count_from_people_where_regexp_matches_zip": "regular expressions: RE2 on DuckDB, Java on Spark",
     "027_select_count_from_people_where_lower_state_like_c_and_length": "LOWER: case maps differ past ASCII",
     "032_select_upper_sex_as_s_count_from_people_group_by_upper_sex": "UPPER: case maps differ past ASCII",
-    "052_count_distinct_public_key_column_51": "MIN(v, C), a unit's C smallest values: no bounded Spark form",
-    "095_count_distinct_of_a_column_without_keys": "MIN(v, C), a unit's C smallest values: no bounded Spark form",
 }
 WIDE_L = 64   # more partitions than any unit of the fixture has: no partition is sampled away
 

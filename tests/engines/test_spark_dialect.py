@@ -138,3 +138,28 @@ def test_a_units_lth_smallest_rank_is_duckdbs(spark):
     expected = con.sql(query.sql("duckdb")).fetchall()
     assert [tuple(row) for row in spark.sql(spark_sql(query)).collect()] == expected
     assert expected[0] == (1, 3)
+
+
+def test_a_units_smallest_values_and_their_rows_are_duckdbs(spark):
+    """COUNT(DISTINCT)'s MIN(v, C) (lower/distinct.py: a unit's C smallest distinct values) and UNNEST of
+    that list: on Spark MIN_BY(v, v, C) and EXPLODE; the same values per unit, strings by their bytes."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE d AS SELECT * FROM (VALUES (1, 'b'), (1, 'a'), (1, 'ß'), (1, 'Z'), (2, 'x'), "
+                "(3, '')) v(u, v)")
+    spark.createDataFrame(con.sql("SELECT * FROM d").to_arrow_table()).createOrReplaceTempView("d")
+    kept = exp.select("u", exp.alias_(exp.Min(this=exp.column("v"), count=exp.Literal.number(3)), "l")).from_("d") \
+        .group_by("u")
+    rows = exp.select("u", exp.alias_(exp.Unnest(expressions=[exp.column("l")]), "v")).from_(kept.subquery("k"))
+    expected = sorted(con.sql(rows.sql("duckdb")).fetchall())
+    assert sorted(tuple(r) for r in spark.sql(spark_sql(rows)).collect()) == expected
+    assert [v for u, v in expected if u == 1] == ["Z", "a", "b"]
+
+
+def test_a_quantiles_leaf_index_is_duckdbs(spark):
+    """plan/exact.py leaf_index's CAST(FLOOR(x) AS BIGINT): Spark's BIGINT FLOOR where the cast holds."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE q AS SELECT * FROM (VALUES (0.0), (-0.0), (0.5), (65535.99999), (65536.0), (2.5)) v(x)")
+    spark.createDataFrame(con.sql("SELECT * FROM q").to_arrow_table()).createOrReplaceTempView("q")
+    query = exp.select(exp.alias_(exp.cast(fn("FLOOR", exp.column("x")), "BIGINT"), "i")).from_("q")
+    assert sorted(r[0] for r in spark.sql(spark_sql(query)).collect()) == sorted(
+        r[0] for r in con.sql(query.sql("duckdb")).fetchall()) == [0, 0, 0, 2, 65535, 65536]

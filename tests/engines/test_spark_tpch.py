@@ -7,7 +7,7 @@ HASH on DuckDB: two valid choices of a unit's partitions, which a wide L makes d
 queries (verbatim, or their stated rewrite when it has one), 18 give DuckDB's rows on Spark (q01 q02 q04
 q05 q06 q07 q08 q09 q11 q12 q13 q14 q15 q16 q17 q19 q20 q21; q15 the top-1 row looked up after the noisy
 choice and q17 a correlated stage's values mirrored to Spark, lower/program.py), 1 is refused DP440
-before any charge (q22 rewrite: what the Spark printer does not print yet), and 3 are refused by dpsql
+before any charge (q22 rewrite: c_acctbal, a DECIMAL, compared with the first stage's released DOUBLE under a guard, which the printer does not map), and 3 are refused by dpsql
 on both engines alike (q03 q10 DP203, q18 DP204). The test holds at least those 18 (a DP440 that
 becomes an answer must give DuckDB's rows).
 
