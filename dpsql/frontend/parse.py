@@ -102,6 +102,11 @@ def _well_formed(statement: exp.Expression, sql: str) -> exp.Expression:
             start, end = span(test, sql)
             raise SqlSyntaxError("DP100", "syntax error: IN needs a list of values or a subquery", sql=sql,
                                  start=start, end=end)
+    for number in statement.find_all(exp.Literal):   # ``1e``: sqlglot reads a number, DuckDB fails binding it
+        if not number.is_string and not _number_text(number.this):
+            start, end = span(number, sql)
+            raise SqlSyntaxError("DP100", f"syntax error: {number.this!r} is not a number", sql=sql,
+                                 start=start, end=end, hint="write an exponent after e, as in 1e3")
     for node in statement.find_all(exp.Func):
         if not any(node.args.values()):
             try:
@@ -111,6 +116,16 @@ def _well_formed(statement: exp.Expression, sql: str) -> exp.Expression:
                 raise SqlSyntaxError("DP100", f"syntax error: {node.sql_name()}() needs arguments", sql=sql,
                                      start=start, end=end) from None
     return statement
+
+
+def _number_text(text: str) -> bool:
+    """Whether a number literal's text reads as a number (Python's reading of the digits, the point and
+    the exponent is DuckDB's)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _aliases_duckdb_reads(statement: exp.Expression, tokens: list, sql: str) -> exp.Expression:

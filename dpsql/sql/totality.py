@@ -341,8 +341,11 @@ def nonzero_divisor(node: exp.Expression) -> bool:
 
 def _literal_type(node: exp.Expression) -> str | None:
     """The type DuckDB reads a (negated) number literal as: DOUBLE (``0.05e0``), DECIMAL(p, s) of its
-    own digits (``24``, ``0.05``: DuckDB widens such a literal only as far as its digits need)."""
+    own digits (``24``, ``0.05``: DuckDB widens such a literal only as far as its digits need); a
+    number literal cast to DOUBLE (an earlier stage's released value, frontend/stages.py) a DOUBLE."""
     node = node.this if isinstance(node, exp.Neg) else node
+    if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast) and _cast_target(node) == "DOUBLE":
+        return "DOUBLE" if _literal_type(node.this) is not None else None
     if not is_number_literal(node):
         return None
     if "e" in node.this.lower():
