@@ -354,7 +354,9 @@ def dpsql_semantics(plain, text: str) -> str:
             "SELECT table_name, column_name, data_type FROM information_schema.columns").fetchall():
         schema.setdefault(table, {})[column] = sql_type
     try:
-        typed = annotate_types(qualify(tree.copy(), schema=schema, dialect="duckdb"), schema=schema, dialect="duckdb")
+        # alias references kept (HAVING a2 > 0 would otherwise gain a copy of a2's casts): one typed cast per cast
+        typed = annotate_types(qualify(tree.copy(), schema=schema, dialect="duckdb", expand_alias_refs=False),
+                               schema=schema, dialect="duckdb")
         fractional = [c.this.type is not None and c.this.type.is_type(*exp.DataType.REAL_TYPES)
                       for c in typed.find_all(exp.Cast) if not isinstance(c, exp.TryCast)]
     except sqlglot.errors.SqlglotError:
@@ -668,6 +670,10 @@ def test_top_k_is_duckdbs_order_by_limit(sides, sql, plain_sql):
 
 # Found by this test's fuzzing (beyond the attack's list), pinned:
 FOUND = [
+    # HAVING on an alias of a SUM of casts: the harness's typing expanded the alias, so its list of casts no
+    # longer matched the query's and none was rounded (the harness's own error)
+    "SELECT IF(f64 > 0, 1.5, 2) AS k1x, SUM(CAST((f64) AS SMALLINT)) AS a2 FROM people WHERE i8 <> 0 "
+    "GROUP BY IF(f64 > 0, 1.5, 2) HAVING a2 > 0",
     # A parenthesised OR with a guarded operand lost its parentheses (sqlglot's Or is a Func, and the
     # guard kept a Func bare): `(a OR TRY(b)) AND c` was printed `a OR TRY(b) AND c`
     "SELECT SUM(i8) AS a0 FROM people WHERE ((day <= '2020-01-01' OR i8 = -0.0000000000000000000000000000000001) "
