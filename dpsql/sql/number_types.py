@@ -103,8 +103,8 @@ def _literal(node: exp.Expression) -> str | None:
 def _literal_type(text: str) -> str | None:
     if "e" in text.lower():
         return "DOUBLE"
-    whole, _, fraction = text.lstrip("-").partition(".")
-    if fraction or not whole:   # a DECIMAL of the digits as written (0.001: DECIMAL(4,3); .5: DECIMAL(1,1))
+    whole, point, fraction = text.lstrip("-").partition(".")
+    if point:   # a DECIMAL of the digits as written (0.001: DECIMAL(4,3); .5: DECIMAL(1,1); 5.: DECIMAL(1,0))
         digits = len(whole) + len(fraction)
         plain = (whole + fraction).isdigit() and not whole.startswith("00") and digits <= 38
         return f"DECIMAL({digits},{len(fraction)})" if plain else None

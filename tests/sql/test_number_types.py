@@ -11,7 +11,8 @@ NUMBERS = ["ti", "si", "i", "bi", "hi", "de", "f", "d"]
 SHAPES = ["{a}", "-{a}", "abs({a})", "floor({a})", "ceil({a})", "{a} / 2", "{a} + {b}", "{a} - 50", "{a} * 500",
           "{a} // 7", "{a} % -1", "{a} + 5000000000", "{a} // {b}", "CAST({a} AS INTEGER) + 1", "floor({a} / 10) * 10",
           "CASE WHEN {a} < CAST('0' AS BIGINT) THEN CAST('0' AS BIGINT) ELSE {a} END", "coalesce({a}, {b})",
-          "-1.5e0 + {a}", "nullif({a}, 0) % 3", "{a} / 0.001", "{a} * 2.5", "{a} + 123.45", "{a} / 2.5", "0.5", "0.001", ".5", "10.0"]
+          "-1.5e0 + {a}", "nullif({a}, 0) % 3", "{a} / 0.001", "{a} * 2.5", "{a} + 123.45", "{a} / 2.5", "0.5", "0.001", ".5", "10.0",
+          "{a} + 5.", "00012"]   # 5. (no digit after the point) crashed the rules once (the slow differential test)
 
 
 @pytest.fixture(scope="module")
