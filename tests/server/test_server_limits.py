@@ -26,7 +26,9 @@ SLOW = "SELECT COUNT(*) AS n FROM nums a, nums b, nums c WHERE (a.x + b.x * c.x)
 # As many outputs as the limits allow: the most planning one request can ask for.
 WIDE = "SELECT " + ", ".join(f"SUM(age + {i}) AS s{i}" for i in range(256)) + " FROM people"
 COUNT = "SELECT COUNT(*) AS n FROM people"
-DEADLINE = 1.0
+# 2 s: B's own planning and run must fit in one turn while A's planning threads hold the interpreter; at
+# 1 s, B's COUNT reached the deadline itself on a loaded machine (load 10: DP425 before its charge).
+DEADLINE = 2.0
 # What B may wait: one turn of A's on the engine (a turn ends by its deadline), then B's own planning,
 # charge and run (tens of milliseconds alone; A's planning threads share the interpreter with it),
 # with 3 s to spare for a loaded machine. Without deadlines B would wait a minute (SLOW); with a
