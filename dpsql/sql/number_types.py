@@ -76,8 +76,8 @@ def number_type(node: exp.Expression | None, types: Types) -> str | None:
     if isinstance(node, exp.Column):
         own = node.type
         return canonical(types(node.name.lower()) or (own.sql("duckdb") if own is not None else None))
-    if _literal(node) is not None:
-        return _literal_type(_literal(node))
+    if literal_text(node) is not None:
+        return _literal_type(literal_text(node))
     if isinstance(node, (exp.Cast, exp.TryCast)):
         return canonical(node.to.sql("duckdb"))
     if isinstance(node, exp.Div):
@@ -93,7 +93,7 @@ def number_type(node: exp.Expression | None, types: Types) -> str | None:
     return None
 
 
-def _literal(node: exp.Expression) -> str | None:
+def literal_text(node: exp.Expression) -> str | None:
     """The text of a (negated) number literal, sign included."""
     if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
         return "-" + node.this.this
@@ -143,8 +143,8 @@ def _arithmetic(node: exp.Expression, types: Types) -> str | None:
     (DuckDB's integer literals adapt: TINYINT + 50 is a TINYINT, TINYINT + 500 an INTEGER); a FLOAT
     or DOUBLE operand with an integer: that one (DuckDB's ``//`` of them divides, as ``/``)."""
     left, right = node.this, node.expression
-    literal = [int(t) for t in (_literal(left.unnest()), _literal(right.unnest())) if t and t.lstrip("-").isdigit()]
-    kinds = [number_type(o, types) for o in (left, right) if not (_literal(o.unnest()) or "").lstrip("-").isdigit()]
+    literal = [int(t) for t in (literal_text(left.unnest()), literal_text(right.unnest())) if t and t.lstrip("-").isdigit()]
+    kinds = [number_type(o, types) for o in (left, right) if not (literal_text(o.unnest()) or "").lstrip("-").isdigit()]
     if None in kinds or not kinds:
         return None
     if any(k in FRACTIONAL for k in kinds):

@@ -38,7 +38,7 @@ from sqlglot import exp
 
 from dpsql.sql.build import TryOp
 from dpsql.sql.compare import pairing
-from dpsql.sql.number_types import number_type
+from dpsql.sql.number_types import literal_text, number_type
 from dpsql.sql.literals import is_date, parse_date, parse_timestamp, temporal_literal, temporal_value
 from dpsql.sql.types import BOOLEAN, NUMBER, SAFE_NUMBERS, STRING, TEMPORAL, base_type, temporal_type, type_family
 
@@ -316,9 +316,8 @@ def _total_operation(node: exp.Expression, types: Types) -> bool:
 
 def _integer_value(node: exp.Expression) -> int | None:
     """The value of a (negated) integer literal."""
-    negated = isinstance(node, exp.Neg)
-    node = node.this if negated else node
-    return (-1 if negated else 1) * int(node.this) if is_integer_literal(node) else None
+    text = literal_text(node)
+    return int(text) if text is not None and text.lstrip("-").isdigit() else None
 
 
 def _is_zero(node: exp.Expression) -> bool:
