@@ -115,11 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     results = [run(n, args.repeats, args.L, args.C, args.threads) for n in args.rows]
     text = table(results)
     print(f"{bc.machine()}; {bc.load()}\n{text}")
-    if args.save:
-        (RESULTS / "user_level_stages.json").write_text(json.dumps(results, indent=1))
+    if args.save:   # kept with the saved results of other sizes (one run per size)
+        path = RESULTS / "user_level_stages.json"
+        saved = json.loads(path.read_text()) if path.exists() else []
+        results = sorted([r for r in saved if r["rows"] not in args.rows] + results, key=lambda r: r["rows"])
+        path.write_text(json.dumps(results, indent=1))
+        loads = "; ".join(f"{r['rows']:,} rows: {r['load']}" for r in results)
         (RESULTS / "user_level_stages.md").write_text(
             f"# Where a user-level query's time goes\n\n`{QUERY}`, L={args.L}, C={args.C}; "
-            f"{results[0]['machine']}; {results[0]['load']}\n\n{text}\n")
+            f"{results[0]['machine']}; {loads}\n\n{table(results)}\n")
     return 0
 
 

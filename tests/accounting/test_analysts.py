@@ -29,6 +29,7 @@ from dpsql.errors import AuthError, BudgetExceeded, InvalidParameter
 from dpsql.policy import load_policy
 from dpsql.policy.model import ACCOUNTANTS
 from tests.support.paths import ROOT
+from tests.support.checks import one_by_default
 
 POLICY = {"budget": {"epsilon": 1.0, "delta": 1e-6},
           "tables": {"people": {"privacy_unit": "person_id", "columns": {"sex": {"keys": ["F", "M"]}}}}}
@@ -327,7 +328,7 @@ def _race(pool, tmp_path, total: float, budgets: dict[str, float], attempts: int
 
 # Under every accountant: the charges are (0.1, 0) guarantees, and a few such compose to no less than
 # their sum at delta 1e-6 (9 of them to 0.899 under pld), so the same number fit under each.
-@pytest.mark.parametrize("accountant", ACCOUNTANTS)
+@pytest.mark.parametrize("accountant", one_by_default(ACCOUNTANTS, "basic"))
 def test_many_threads_in_many_processes_fill_each_analysts_budget_exactly(processes, tmp_path, accountant):
     outcomes = _race(processes, tmp_path, total=0.8, budgets={"alice": 0.3, "bob": 0.5}, attempts=10,
                      accountant=accountant)
@@ -339,7 +340,7 @@ def test_many_threads_in_many_processes_fill_each_analysts_budget_exactly(proces
     assert book.budget().accountant == accountant and book.budget().spent_epsilon <= 0.8, "never over"
 
 
-@pytest.mark.parametrize("accountant", ACCOUNTANTS)
+@pytest.mark.parametrize("accountant", one_by_default(ACCOUNTANTS, "basic"))
 def test_many_threads_in_many_processes_never_overspend_the_total(processes, tmp_path, accountant):
     outcomes = _race(processes, tmp_path, total=0.6, budgets={"alice": 0.4, "bob": 0.4}, attempts=10,
                      accountant=accountant)

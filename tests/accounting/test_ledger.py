@@ -32,6 +32,7 @@ from dpsql.policy.model import ACCOUNTANTS
 from dpsql.errors import BudgetExceeded, ExecutionError
 from dpsql.accounting.ledger import LedgerError
 from tests.support.paths import ROOT
+from tests.support.checks import one_by_default
 
 POLICY = {
     "version": 1,
@@ -53,10 +54,9 @@ POLICY = {
 COUNT = "SELECT COUNT(*) AS n FROM people"
 BY_STATE = "SELECT state, COUNT(*) AS n, SUM(income) AS total FROM people GROUP BY state"
 
-# The heaviest races run by default under basic (what every older ledger composes with) and pld (the
-# slowest composition, the likeliest to hold the write lock too long); zcdp's share the same locking
-# path and run with -m slow.
-RACED = [pytest.param(a, marks=pytest.mark.slow) if a == "zcdp" else a for a in ACCOUNTANTS]
+# The heaviest races run by default under pld (the slowest composition, the likeliest to hold the write
+# lock too long); basic's and zcdp's share the same locking path and run with -m slow.
+RACED = one_by_default(ACCOUNTANTS, "pld")
 
 
 def make_db(path, rows=2000):

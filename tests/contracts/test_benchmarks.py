@@ -22,6 +22,7 @@ def test_the_planning_benchmark_times_every_accepted_query():
     assert set(result["bench_query_ms"]) == {"row", "user L=1 C=3", "user L=5 C=3"}
 
 
+@pytest.mark.slow   # ~13 s: a benchmark run end to end; the smaller contracts above run by default
 def test_the_comparison_benchmark_runs_at_10k_rows(tmp_path):
     run, report = load("run"), load("report")
     queries = [run.BY_NAME[name] for name in ("count_sum_avg", "user_level")]   # a worker process per run
@@ -138,6 +139,7 @@ def test_the_consistency_benchmark_runs_both_shapes_at_two_draws():
     assert "| 1 | (state, county) | 3,000 |" in bench.markdown(result)
 
 
+@pytest.mark.slow   # ~13 s: a benchmark run end to end; the smaller contracts above run by default
 def test_the_shared_scans_benchmark_runs_at_10k_rows(tmp_path):
     results = load("shared_scans").run([10_000], repeats=1, user_repeats=1, data=tmp_path)
     assert {(r["level"], r["source"], r["set"]) for r in results} >= {("row", "table", "frames"), ("user", "parquet", "frames")}
@@ -147,3 +149,12 @@ def test_the_shared_scans_benchmark_runs_at_10k_rows(tmp_path):
         # alone, each statement runs in two engine queries (its measurements drawn, then its outputs from
         # them: api/executor.py measured); a shared frame in one
         assert r["queries"] == {"alone": 24, "shared": 4 if r["set"] == "frames" else 24}, r
+
+
+def test_the_user_level_benchmarks_time_each_stage_and_every_correct_form_of_the_choice():
+    stages = load("user_level_stages").run(rows=20_000, repeats=1, L=3, C=10, threads=None)
+    assert {"rows", "units", "choice", "totals", "noise"} <= set(stages["stage_s"])
+    choice = load("user_level_choice").run(rows=20_000, repeats=1, L=3, C=10)   # checks each form's rows
+    assert choice["pairs"] > choice["units"] > choice["units_above_L"] > 0
+    assert set(choice["wall_s"]) == {"plain", "floor", "window", "cut_union", "above_window", "count_window",
+                                     "min_by_lists", "heap_window", "none"}

@@ -23,8 +23,13 @@ HOW = (f"If the change is intended, regenerate with `{golden.REGENERATE}`, revie
 
 
 @pytest.fixture(scope="module")
-def rendered():
-    return golden.render_all()
+def db():
+    con = golden.connect()
+    yield con
+    con.close()
+
+
+CASES = {case.stem: case for case in golden.cases()}
 
 
 def truncated(text: str) -> str:
@@ -33,9 +38,9 @@ def truncated(text: str) -> str:
     return "\n".join(lines[:MAX_DIFF_LINES] + ([f"... ({more} more diff lines)"] if more > 0 else []))
 
 
-@pytest.mark.parametrize("stem", [case.stem for case in golden.cases()])
-def test_golden(rendered, stem):
-    old, new = golden.stored(stem), rendered[stem]
+@pytest.mark.parametrize("stem", list(CASES))
+def test_golden(db, stem):
+    old, new = golden.stored(stem), golden.render(db, CASES[stem])
     if old == new:
         return
     if old is None:

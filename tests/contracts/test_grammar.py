@@ -1,15 +1,29 @@
 """The dialect's corpora: every grammar/accept file is answered, every grammar/reject file is refused
 with the code on its `-- expect:` line (and, where a `-- caret:` line says so, underlines that text)."""
+import copy
 import math
 import re
 
+import numpy as np
 import pytest
 
 import dpsql
+from tests.support.fixture import POLICY, make_database
 from tests.support.paths import GRAMMAR
 
 ACCEPT = sorted((GRAMMAR / "accept").glob("*.sql"))
 REJECT = sorted((GRAMMAR / "reject").glob("*.sql"))
+
+
+@pytest.fixture(scope="module")
+def db():
+    """One private connection for the whole corpus (a fresh one per file cost 20x the query), its
+    budget large enough for every accepted file."""
+    policy = copy.deepcopy(POLICY)
+    policy["budget"] = {"epsilon": 1e6, "delta": 0.5}
+    con = dpsql.connect(make_database(), ledger=":memory:", policy=policy, rng=np.random.default_rng(20261125))
+    yield con
+    con.close()
 
 
 def test_the_corpora_are_large_enough():

@@ -105,7 +105,7 @@ def kept_leaves(leaves: list, C: int) -> list:
     return ordered if n <= C else [ordered[(2 * i + 1) * n // (2 * C)] for i in range(C)]
 
 
-@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=LEAF_ROWS, L=st.integers(1, 3), C=st.integers(1, 5),
        sql=st.sampled_from(["SELECT grp, MEDIAN(v) FROM t GROUP BY grp", "SELECT MEDIAN(v), COUNT(*) FROM t"]))
 @example(rows=[(0, "a", float(v)) for v in range(10)] * 3 + [(0, "a", None)], L=1, C=3,

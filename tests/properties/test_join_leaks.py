@@ -188,8 +188,7 @@ FINDINGS = [
 ]
 
 
-@pytest.mark.parametrize("neighbour", NEIGHBOUR_IDS)
-@pytest.mark.parametrize("sql", FINDINGS, ids=lambda s: s[:70])
+@pytest.mark.parametrize(("sql", "neighbour"), leaks.finding_cases(FINDINGS, NEIGHBOUR_IDS))
 def test_findings_do_not_tell_neighbours_apart(worlds, sql, neighbour):
     worlds.check(sql, [neighbour])
 

@@ -20,6 +20,7 @@ from tests.support.benchmarks import load as load_benchmark
 from dpsql.policy.model import ACCOUNTANTS
 from tests.support.fixture import POLICY
 from tests.support.server import ProcessServer, database_files
+from tests.support.checks import one_by_default
 
 server_load = load_benchmark("server_load")
 UNLIMITED = server_load.UNLIMITED   # one analyst's many clients at once
@@ -48,7 +49,7 @@ def exact_fill(tmp_path, clients: int, queries: int, fits: int, accountant: str 
     book.close()
 
 
-@pytest.mark.parametrize("accountant", ACCOUNTANTS)
+@pytest.mark.parametrize("accountant", one_by_default(ACCOUNTANTS, "basic"))
 def test_concurrent_clients_get_exactly_what_the_budget_fits(tmp_path, accountant):
     exact_fill(tmp_path, clients=8, queries=4, fits=10, accountant=accountant)
 
@@ -111,7 +112,7 @@ def kill_under_load(tmp_path, answers: int, kills: int = 1, accountant: str = "b
     book.close()
 
 
-@pytest.mark.parametrize("accountant", ACCOUNTANTS)
+@pytest.mark.parametrize("accountant", one_by_default(ACCOUNTANTS, "basic"))
 def test_a_server_killed_under_load_loses_no_record_and_serves_again(tmp_path, accountant):
     kill_under_load(tmp_path, answers=3, accountant=accountant)
 

@@ -62,3 +62,11 @@ def edited(doc: dict, path: str, value) -> dict:
     else:
         node[key] = value
     return changed
+
+
+def one_by_default(values, default) -> list:
+    """``values`` as pytest params, all but ``default`` marked slow: a process-heavy race (kills, many
+    processes) runs under one accountant by default and under every one with ``-m slow``; the
+    accountants share the ledger's locking path, and each one's composition has its own tests."""
+    return [v if v == default else pytest.param(v, marks=pytest.mark.slow) for v in values]
+

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
+import pytest
 
 import dpsql
 from dpsql import testing
@@ -24,6 +25,19 @@ from tests.support.checks import within_sensitivity
 
 def connect(con: duckdb.DuckDBPyConnection, policy: dict) -> dpsql.PrivateConnection:
     return dpsql.connect(con, ledger=":memory:", policy=copy.deepcopy(policy))
+
+
+def finding_cases(findings: list[str], neighbour_ids: list[str]) -> list:
+    """(sql, neighbour) for every pinned finding on every neighbour. The default run takes each finding on
+    the mixed neighbour (its person cycles through every other neighbour's values) and on one more, a
+    different one for each finding in turn; ``-m slow`` takes every other pair."""
+    others = [n for n in neighbour_ids if n != "mixed"]
+    cases = []
+    for i, sql in enumerate(findings):
+        chosen = {"mixed", others[i % len(others)]}
+        cases += [pytest.param(sql, n, id=f"{sql[:70]}-{n}", marks=() if n in chosen else pytest.mark.slow)
+                  for n in neighbour_ids]
+    return cases
 
 
 # --------------------------------------------------------------------------------------------
