@@ -36,7 +36,8 @@ from dpsql.sql.positions import span
 from dpsql.sql.schemas import qualified_table_hint
 from dpsql.frontend.rules.structure import SCALAR_NODES, cast_allowed
 from dpsql.frontend.scope import AGGREGATES, name_of
-from dpsql.sql.totality import COMPARISONS
+from dpsql.sql.totality import COMPARISONS, family
+from dpsql.sql.types import BOOLEAN, NUMBER, STRING, TEMPORAL
 from dpsql.frontend.suggest import unknown_table
 from dpsql.policy.model import Policy
 
@@ -145,6 +146,8 @@ def _check_nodes(statement: exp.Expression, sql: str) -> None:
             raise _refuse("DP102", f"{type(node).__name__} is not supported in a query over public tables", node, sql)
         if isinstance(node, (exp.Cast, exp.TryCast)) and not cast_allowed(node):
             raise _refuse("DP102", f"CAST to {node.to.sql(dialect='duckdb')} is not supported", node, sql)
+        if isinstance(node, COMPARISONS):
+            _comparable(node, sql)
         if isinstance(node, exp.With) and node.args.get("recursive"):
             raise _refuse("DP102", "recursive CTEs are not supported", node, sql)
         if isinstance(node, exp.Column) and (node.args.get("db") or node.args.get("catalog")):
@@ -153,6 +156,27 @@ def _check_nodes(statement: exp.Expression, sql: str) -> None:
                 (not node.table or node.table.lower() == "alias"):
             raise _refuse("DP103", f"{node.name} is read by DuckDB as a function of the session, not a column",
                           node, sql, hint=f"a column named so is read qualified by its table: t.{node.name}")
+
+
+def _comparable(node: exp.Expression, sql: str) -> None:
+    """A comparison of a boolean, a number, a string or a date with another of these kinds (known from
+    the expressions alone: ``x IN (...) = a || b``) makes DuckDB cast one side, which fails on some
+    values: in a public last stage (frontend/stages.py) after the stage was charged, on values its
+    release decides. Refused DP306 before anything runs (sql/totality.py ``family`` types both sides)."""
+    sides = (node.this.unnest(), node.expression.unnest())
+    if any(isinstance(side, exp.Literal) and side.is_string for side in sides):
+        return   # a string literal is cast once, as the query binds ('1995-01-01' against a date)
+    kinds = (family(sides[0], _untyped), family(sides[1], _untyped))
+    if kinds[0] != kinds[1] and set(kinds) <= {BOOLEAN, NUMBER, STRING, TEMPORAL}:
+        raise _refuse("DP306", f"this compares a {kinds[0]} with a {kinds[1]}: DuckDB would cast "
+                      "one to the other, which fails on some values", node, sql,
+                      hint="compare values of one kind, casting one side explicitly where you mean it")
+
+
+def _untyped(name: str) -> None:
+    """Column types are not known here: a column's kind is unknown, so only what the expression itself
+    says decides (a literal, a comparison, a concatenation)."""
+    return None
 
 
 def check_public(statement: exp.Expression, sql: str, policy: Policy) -> tuple[str, tuple[str, ...]]:
