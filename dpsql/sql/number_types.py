@@ -143,8 +143,9 @@ def _arithmetic(node: exp.Expression, types: Types) -> str | None:
     (DuckDB's integer literals adapt: TINYINT + 50 is a TINYINT, TINYINT + 500 an INTEGER); a FLOAT
     or DOUBLE operand with an integer: that one (DuckDB's ``//`` of them divides, as ``/``)."""
     left, right = node.this, node.expression
-    literal = [int(t) for t in (literal_text(left.unnest()), literal_text(right.unnest())) if t and t.lstrip("-").isdigit()]
-    kinds = [number_type(o, types) for o in (left, right) if not (literal_text(o.unnest()) or "").lstrip("-").isdigit()]
+    texts = [(o, literal_text(o.unnest()) or "") for o in (left, right)]
+    literal = [int(t) for _, t in texts if t.lstrip("-").isdigit()]
+    kinds = [number_type(o, types) for o, t in texts if not t.lstrip("-").isdigit()]
     if None in kinds or not kinds:
         return None
     if any(k in FRACTIONAL for k in kinds):
