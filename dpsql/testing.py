@@ -11,8 +11,9 @@ spends no budget and draws no noise, so whoever can call it already holds the da
   error) is a side channel.
 
 ``sampling="hash"`` makes the choice of a unit's L partitions a fixed function of (unit, key), so
-runs on neighbouring databases are coupled; ``stage="measurements"`` returns each candidate group's
-keys and exact measurements instead of the released outputs.
+runs on neighbouring databases are coupled (``sampling="portable"``: a fixed function every engine
+computes alike, so DuckDB and Spark choose the same partitions); ``stage="measurements"`` returns each
+candidate group's keys and exact measurements instead of the released outputs.
 
 The accessors below (``engine``, ``duckdb_connection``, ``ledger``, ``noise_function``, ``random_source``,
 ``bind``, ``fetch``, ``before_run``, ``engine_reads``, ``forget_key_checks``, and for the plan cache

@@ -9,7 +9,7 @@ from dpsql.plan.model import Plan
 from dpsql.plan.parts import Measurement
 from dpsql.plan.quantities import QUANTITIES, Stage
 from dpsql.sql.types import NUMBER, type_bounds
-from dpsql.sql.build import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, select
+from dpsql.sql.build import alias, case_when, cast, clamp, col, conjunction, fn, ident, num, portable_hash, select
 from dpsql.lower.names import SALT, columns, key_names, raw_column, value_column
 from dpsql.lower.keys import declared, in_domain, join_key_tables, key_filter
 from dpsql.lower.guard import column_types, condition, decimal_total, safe, user_where
@@ -171,7 +171,9 @@ def user_level_ctes(plan: Plan, sampling: str = "keyed") -> list[tuple[str, exp.
     function of the row, not a volatile draw (stable if the engine recomputes or retries a part of the
     plan, and the same in every CTE that reads them), and a fresh salt keeps which partitions a unit
     loses independent across queries. ``sampling="hash"`` (trusted test seam only) drops the salt: a
-    fixed rule that couples neighbours.
+    fixed rule that couples neighbours; ``sampling="portable"`` (the same seam) a fixed rule that every
+    engine computes alike (sql/build.py ``portable_hash``), so engines' exact answers compare under an L
+    that binds.
     """
     keys = [col(k) for k in key_names(plan)]
     projections = [col("__unit"), *keys] + [alias(unit_aggregate(plan, m), value_column(m)) for m in unit_states(plan)]
@@ -180,7 +182,9 @@ def user_level_ctes(plan: Plan, sampling: str = "keyed") -> list[tuple[str, exp.
     if sampled:
         # The rank key is an aggregate's output column: a window's ORDER BY reads it, not the hash.
         salt = [exp.Placeholder(this=SALT)] if sampling == "keyed" else []
-        rank_key = exp.Mod(this=fn("HASH", col("__unit"), *[k.copy() for k in keys], *salt), expression=num(RANKS))
+        ranked = [col("__unit"), *[k.copy() for k in keys]]
+        hashed = portable_hash(*ranked) if sampling == "portable" else fn("HASH", *ranked, *salt)
+        rank_key = exp.Mod(this=hashed, expression=num(RANKS))
         if domain is not None:
             # Undeclared partitions (keys.partition_keys) rank after every declared one: one integer
             # sort key, and __bounded's filter an integer comparison that DuckDB cannot push back

@@ -94,12 +94,12 @@ def rewrite(plan: Plan, noise_function: str, *, sampling: str = "keyed", stage: 
     """Return the plan with ``rewritten_sql`` set: the whole DP query as one DuckDB SELECT.
 
     ``sampling`` and ``stage`` are for the trusted test seam (dpsql.testing) only: a hash without the
-    run's salt for the choice of L partitions, and the measurements (``stage="measurements"``) instead
-    of the released outputs. ``stage="released"`` (api/executor.py, a plan of scalar measurements
+    run's salt for the choice of L partitions (``"hash"``, or ``"portable"``: the same on every engine),
+    and the measurements (``stage="measurements"``) instead of the released outputs. ``stage="released"`` (api/executor.py, a plan of scalar measurements
     only): the measurements of the groups released, the rows the ledger keeps for replay, which
     ``replayed_sql`` turns into the outputs.
     """
-    if sampling not in ("keyed", "hash") or stage not in STAGES:
+    if sampling not in ("keyed", "hash", "portable") or stage not in STAGES:
         raise ValueError(f"unknown sampling {sampling!r} or stage {stage!r}")
     ctes: list[tuple[str, exp.Select]] = [("__rows", rows_cte(plan))]
     source = "__rows"

@@ -15,7 +15,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from dpsql.sql.build import case_when, cast, clamp, col, fn, num, saturate, wide_integer
+from dpsql.sql.build import DoubleRound, case_when, cast, clamp, col, fn, num, saturate, wide_integer
 from dpsql.plan.kinds import Bounding
 from dpsql.plan.sensitivity import TREE_LEAVES, grid_bound
 
@@ -43,7 +43,7 @@ def on_grid(value: exp.Expression, m, integer: bool = True) -> exp.Expression:
 def grid_steps(value: exp.Expression, m, integer: bool) -> exp.Expression:
     """round(value / g) as BIGINT, or left a DOUBLE (``integer=False``: bounded_unit_sum says why
     such a sum is exact)."""
-    steps = fn("ROUND", exp.Mul(this=value, expression=num(1.0 / m.granularity)))
+    steps = DoubleRound(this=exp.Mul(this=value, expression=num(1.0 / m.granularity)))
     return cast(steps, "BIGINT") if integer else steps
 
 
@@ -137,6 +137,7 @@ def bounded_unit_sum(m, C: int, c: Columns) -> exp.Expression:
     value is always a function of its own rows alone, never of the order the engine added them in.
     """
     v = col(c.value)
+    v.type = exp.DataType.build("DOUBLE")   # typed for an engine that prints the cast of its sum by type
     n = exp.Count(this=col(c.raw))
     bound = grid_bound(m.lower, m.upper, m.granularity)
     total = cast(exp.Sum(this=v), "BIGINT")

@@ -83,6 +83,45 @@ def test_spark_gives_duckdb_rows_with_the_noise_off(engines, path):
     assert all(same(a, b) for r, w in zip(rows, want) for a, b in zip(r, w)), (rows[:5], want[:5])
 
 
+@pytest.fixture(scope="module")
+def binding(spark, engines):
+    """(DuckDB, Spark) connections under the fixture's own policy, whose L (2) binds: units lose partitions."""
+    con = make_database()
+    return (dpsql.connect(con, ledger=":memory:", policy=POLICY),
+            dpsql.connect(spark, ledger=":memory:", policy=POLICY))
+
+
+@pytest.mark.parametrize("path", ACCEPT, ids=lambda p: p.stem)
+def test_spark_chooses_a_units_partitions_as_duckdb_does_where_l_binds(binding, path):
+    """Under the test seam's portable hash (sql/build.py ``portable_hash``: the same ranks on both engines),
+    every accept query that samples a unit's partitions gives DuckDB's exact rows on Spark: the keyed
+    choice of L, the window, the cut of private keys and the undeclared keys' ranks are the same program."""
+    duck, on_spark = binding
+    sql = path.read_text()
+    if path.stem in REFUSED_ON_SPARK:
+        pytest.skip("refused on Spark (test_spark_gives_duckdb_rows_with_the_noise_off)")
+    try:
+        plan = testing.lower(duck, sql, sampling="portable")
+    except dpsql.DpsqlError:
+        pytest.skip("refused on DuckDB under the fixture's policy")
+    if "MD5(" not in getattr(plan, "rewritten_sql", ""):
+        pytest.skip("no unit's partitions are sampled")
+    expected = testing.run(duck, sql, sampling="portable").table
+    got = testing.run_on_engine(on_spark, sql, sampling="portable").table
+    rows, want = [tuple(r.values()) for r in got.to_pylist()], [tuple(r.values()) for r in expected.to_pylist()]
+    assert got.column_names == expected.column_names and len(rows) == len(want)
+    assert all(same(a, b) for r, w in zip(rows, want) for a, b in zip(r, w)), (rows[:5], want[:5])
+
+
+def test_the_portable_hash_binds_and_differs_from_no_choice(binding):
+    """The comparison above can fail: under the fixture's L units lose partitions, so which ones they lose
+    shows in the rows (the portable choice's are not the native hash's)."""
+    duck, _ = binding
+    sql = "SELECT clinic, COUNT(*) AS n FROM visits GROUP BY clinic"
+    portable = testing.run(duck, sql, sampling="portable").table.to_pylist()
+    assert portable != testing.run(duck, sql, sampling="hash").table.to_pylist()
+
+
 def test_a_query_spark_cannot_run_is_refused_before_the_charge(engines):
     _, on_spark = engines
     if not REFUSED_ON_SPARK:

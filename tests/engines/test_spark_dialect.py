@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from dpsql.engines.spark_dialect import spark_sql
 from dpsql.errors import DpsqlError
-from dpsql.sql.build import fn
+from dpsql.sql.build import DoubleRound, fn
 from dpsql.sql.guard import per_operation, quoted
 
 pytestmark = pytest.mark.spark
@@ -59,13 +59,14 @@ def tables(spark):
 
 
 def same(a, b) -> bool:
-    """One value, and one kind of number (a DOUBLE is no BIGINT: FLOOR's type differs between engines)."""
+    """One value, and one kind of number (a DOUBLE is no BIGINT: FLOOR's type differs between engines), a
+    zero's sign included."""
     if a is None or b is None:
         return a is b
     if isinstance(a, float) or isinstance(b, float):
         if not (isinstance(a, float) and isinstance(b, float)):
-            return False
-        return (math.isnan(a) and math.isnan(b)) or a == b
+            return False   # a zero's sign too: -0.0 prints, and groups, apart from 0.0 on some engines
+        return (math.isnan(a) and math.isnan(b)) or a == b and math.copysign(1, a) == math.copysign(1, b)
     if isinstance(a, Decimal) or isinstance(b, Decimal):
         return Decimal(a) == Decimal(b)
     return a == b
@@ -119,11 +120,17 @@ def test_the_exact_totals_cannot_overflow_on_spark_where_duckdb_sums_them(spark)
     BIGINT, which under ANSI fails the job (after the charge) when enough units match. Printed as a
     DECIMAL(38, 0) sum, four units of 2^62 total 2^64 on both engines."""
     con = duckdb.connect()
-    con.execute(f"CREATE TABLE big AS SELECT range AS u, {2 ** 62}::BIGINT AS v FROM range(4)")
+    con.execute(f"CREATE TABLE big AS SELECT range AS u, range // 4 AS g, {2 ** 62}::BIGINT AS v FROM range(4)")
+    # Summed in 21-bit parts on Spark: both signs, each part's extremes, NULLs, a group of NULLs only.
+    mixed = [-2 ** 62, 2 ** 62 - 1, -1, 2 ** 21 - 1, -2 ** 21, 2 ** 42, -2 ** 42 - 1, 12345, None]
+    con.execute("INSERT INTO big VALUES " + ", ".join(f"({i}, 1, {'NULL' if v is None else v})"
+                                                      for i, v in enumerate(mixed)) + ", (99, 2, NULL)")
     spark.createDataFrame(con.sql("SELECT * FROM big").to_arrow_table()).createOrReplaceTempView("big")
-    sql = "WITH __agg AS (SELECT SUM(v) AS s FROM big) SELECT * FROM __agg"
-    expected = con.sql(sql).fetchall()[0][0]
-    assert int(spark.sql(spark_sql(sqlglot.parse_one(sql, read="duckdb"))).collect()[0][0]) == expected == 2 ** 64
+    sql = "WITH __agg AS (SELECT g, SUM(v) AS s FROM big GROUP BY g) SELECT * FROM __agg ORDER BY g"
+    expected = con.sql(sql).fetchall()
+    got = [(g, None if s is None else int(s)) for g, s in spark.sql(spark_sql(sqlglot.parse_one(sql, read="duckdb"))).collect()]
+    assert got == expected and expected[0][1] == 2 ** 64 and expected[2][1] is None
+    assert expected[1][1] == sum(v for v in mixed if v is not None)
 
 
 def test_a_units_lth_smallest_rank_is_duckdbs(spark):
@@ -163,3 +170,58 @@ def test_a_quantiles_leaf_index_is_duckdbs(spark):
     query = exp.select(exp.alias_(exp.cast(fn("FLOOR", exp.column("x")), "BIGINT"), "i")).from_("q")
     assert sorted(r[0] for r in spark.sql(spark_sql(query)).collect()) == sorted(
         r[0] for r in con.sql(query.sql("duckdb")).fetchall()) == [0, 0, 0, 2, 65535, 65536]
+
+
+def test_a_grid_step_rounds_as_duckdbs(spark):
+    """plan/exact.py grid_steps' ROUND of a DOUBLE (a DoubleRound): on Spark RINT with a tie moved away from
+    zero, not Spark's ROUND (BigDecimal, 4x slower): half away from zero on the ties of both signs, the
+    double just below a half, -0.0, the wholes past 2^52, infinities and NaN, as DuckDB's ROUND."""
+    con = duckdb.connect()
+    values = ["0.5", "-0.5", "1.5", "-1.5", "2.5", "-2.5", "0.49999999999999994", "-0.49999999999999994",
+              "-0.3", "-0.0", "0.0", "1048575.5", "-1048576.5", "4503599627370495.5", "4503599627370497.0",
+              "'inf'", "'-inf'", "'nan'", "NULL", "123.4567"]
+    con.execute("CREATE TABLE g AS SELECT * FROM (VALUES " + ", ".join(f"({i}, {v}::DOUBLE)" for i, v in
+                                                                      enumerate(values)) + ") v(i, x)")
+    spark.createDataFrame(con.sql("SELECT * FROM g").to_arrow_table()).createOrReplaceTempView("g")
+    step = DoubleRound(this=exp.column("x"))
+    query = exp.select("i", exp.alias_(step, "r")).from_("g").order_by("i")
+    expected = [r[1] for r in con.sql(query.sql("duckdb")).fetchall()]
+    printed = spark_sql(query)
+    assert "RINT" in printed and "ROUND" not in printed
+    got = [r[1] for r in spark.sql(printed).collect()]
+    assert all(same(a, b) for a, b in zip(expected, got)) and len(got) == len(expected), list(zip(expected, got))
+    signs = [math.copysign(1, v) for v in expected[8:11]]
+    assert signs == [math.copysign(1, v) for v in got[8:11]] == [-1, -1, 1]   # -0.3 and -0.0 round to -0.0
+    assert expected[:6] == [1, -1, 2, -2, 3, -3]
+
+
+def test_a_units_rows_are_shuffled_once_for_its_groups_and_its_window(spark):
+    """A user-level stage that numbers a unit's partitions in a window (__bounded) is printed with its rows
+    partitioned by the unit (engines/spark_dialect.py ``_by_unit``): Spark's plan then shuffles once where
+    it would shuffle for the (unit, key) grouping and again for the window; the same rows either way. A
+    stage with no such window is printed without the hint."""
+    from dpsql import testing
+    from dpsql.engines.spark_dialect import DpsqlSpark
+    from dpsql.lower.program import split
+    from tests.support.fixture import POLICY, make_database
+    import dpsql
+
+    con = make_database()
+    spark.createDataFrame(con.sql("SELECT * FROM visits").to_arrow_table()).createOrReplaceTempView("visits")
+    db = dpsql.connect(con, ledger=":memory:", policy=POLICY)
+
+    def stage(sql):
+        plan = testing.lower(db, sql, 1.0)
+        return dict(split(plan.lowered, private={"people", "visits", "prescriptions"}).collected)["__agg"]
+
+    def shuffles(text):
+        text = text.replace(":__dpsql_salt", "7")
+        physical = spark.sql(f"EXPLAIN {text}").collect()[0][0]
+        return physical.count("Exchange "), sorted(tuple(r) for r in spark.sql(text).collect())
+
+    windowed = stage("SELECT clinic, COUNT(*) AS n FROM visits GROUP BY clinic")
+    hinted, plain = spark_sql(windowed), DpsqlSpark().generate(windowed, copy=True)
+    assert "REPARTITION(`__unit`)" in hinted and "REPARTITION" not in plain
+    (once, rows), (twice, same_rows) = shuffles(hinted), shuffles(plain)
+    assert once == twice - 1 and rows == same_rows and rows
+    assert "REPARTITION" not in spark_sql(stage("SELECT COUNT(*) AS n FROM visits"))   # no window: no hint
