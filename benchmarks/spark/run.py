@@ -132,7 +132,10 @@ def tumult(path: Path, level: str, runs: int, epsilon: float) -> dict:
                    "load": load()} for kind in ("count", "sum")}
 
 
-def run(rows: int, runs: int, epsilon: float, master: str, with_tumult: bool) -> dict:
+CASES = [f"{level} {kind}" for level in ("row", "user") for kind in ("count", "sum")]
+
+
+def run(rows: int, runs: int, epsilon: float, master: str, with_tumult: bool, cases=tuple(CASES)) -> dict:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
@@ -143,6 +146,8 @@ def run(rows: int, runs: int, epsilon: float, master: str, with_tumult: bool) ->
               "cores": os.cpu_count(), "machine": platform.platform(), "load_before": load(), "cases": {}}
     for level in ("row", "user"):
         for kind in ("count", "sum"):
+            if f"{level} {kind}" not in cases:
+                continue
             case = on_spark(spark, path, level, kind, runs, epsilon)
             case["duckdb"] = on_duckdb(path, level, kind, runs, epsilon)
             result["cases"][f"{level} {kind}"] = case
@@ -174,6 +179,8 @@ def markdown(result: dict) -> str:
              f"(load average before {result['load_before']}, after {result['load_after']}); medians of "
              f"{result['runs']} warm runs after one warm-up each (plain, floor and dpsql on Spark alternating within each round), seconds; RMSE of the released values against the "
              "exact answer (plain Spark's), over those runs (so bounding's bias is in it)." +
+             (f" Run again alone, the rest kept from the saved run: {', '.join(result['rerun'])}."
+              if result.get("rerun") else "") +
              (" Tumult's numbers are from the earlier run saved here (`--tumult-from-saved`): its code did not "
               "change, ours did." if result.get("tumult_from_saved") else ""), "",
              "| case | plain Spark | floor (Spark) | dpsql on Spark | dpsql / floor | Tumult | dpsql on DuckDB "
@@ -199,14 +206,23 @@ def main() -> None:
     parser.add_argument("--no-tumult", action="store_true")
     parser.add_argument("--tumult-from-saved", action="store_true",
                         help="do not run Tumult; keep its numbers from the saved results of these rows (marked so)")
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help="which cases to run (comma-separated, e.g. 'user sum'); the others are kept from the "
+                             "saved results of these rows, each with its own load")
     args = parser.parse_args()
     name = f"spark_{args.rows}"
     saved = RESULTS / f"{name}.json"
-    kept = json.loads(saved.read_text()) if args.tumult_from_saved and saved.exists() else None
+    cases = [c.strip() for c in args.cases.split(",")]
+    kept = json.loads(saved.read_text()) if (args.tumult_from_saved or set(cases) != set(CASES)) and \
+        saved.exists() else None
     result = run(args.rows, args.runs, args.epsilon, args.master,
-                 not (args.no_tumult or args.tumult_from_saved) and TUMULT.exists())
-    if kept is not None:   # Tumult's own numbers from an earlier run (its code did not change): marked as such
-        for case, systems in kept["cases"].items():
+                 not (args.no_tumult or args.tumult_from_saved) and TUMULT.exists(), cases)
+    if kept is not None and set(cases) != set(CASES):   # the cases not run this time, as saved
+        result["cases"] = {case: result["cases"].get(case) or kept["cases"][case] for case in CASES
+                           if case in result["cases"] or case in kept["cases"]}
+        result["rerun"] = cases
+    if kept is not None and args.tumult_from_saved:   # Tumult's numbers from an earlier run (its code did not
+        for case, systems in kept["cases"].items():          # change): marked as such
             if "tumult" in systems and case in result["cases"]:
                 result["cases"][case]["tumult"] = {**systems["tumult"], "from_run_of": kept.get("load_before")}
         result["tumult_from_saved"] = True

@@ -385,12 +385,12 @@ def _by_unit(stage: exp.Expression) -> exp.Expression:
     if not windows:
         return stage
     stage = stage.copy()
-    for cte in stage.find_all(exp.CTE):
+    for cte in stage.find_all(exp.CTE):   # the first that has the unit (__rows: it may read it from a subquery)
         body = cte.this
-        if isinstance(body, exp.Select) and any(p.alias_or_name == UNIT and isinstance(p, exp.Alias)
-                                                for p in body.expressions):
+        if isinstance(body, exp.Select) and any(p.alias_or_name == UNIT for p in body.expressions):
             body.set("hint", exp.Hint(expressions=[exp.Anonymous(this="REPARTITION",
                                                                  expressions=[exp.column(UNIT, quoted=True)])]))
+            break
     return stage
 
 
