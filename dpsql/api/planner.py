@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sqlglot
 import sqlglot.errors
 from typing import Callable
 
@@ -38,6 +39,7 @@ from dpsql.mechanisms.base import PURE_NOISE
 from dpsql.plan.allocation import check_budget_parameters
 from dpsql.plan.build import build_plan
 from dpsql.plan.local import LocalPlan, local_plan
+from dpsql.sql.positions import span
 from dpsql.plan.model import Plan, PublicStage, Stage
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.lower.rewrite import rewrite
@@ -64,13 +66,30 @@ def _choose(name: str, caller, query, default):
     return caller if caller is not None else query if query is not None else default
 
 
-def _duckdb_names(parsed, policy: Policy, expression_name: Callable[[str], str | None]) -> list[str | None]:
+def _duckdb_names(parsed, sql: str, policy: Policy, expression_name: Callable[[str], str | None]) -> list[str | None]:
     """The output names plain DuckDB gives the query as written (issue 25, item 1): aliases and columns
     by frontend/names.py, other expressions printed by DuckDB's parser (None: it could not; the plan's
     own name stays). Read before the passes below rename columns; a function of the text alone."""
     names = output_names(parsed, policy.tables)
-    return [name if name is not None else expression_name(item.unalias().sql(dialect="duckdb"))
+    return [name if name is not None else expression_name(_as_written(item.unalias(), sql))
             for name, item in zip(names, parsed.expressions)]
+
+
+def _as_written(item: sqlglot.exp.Expression, sql: str) -> str:
+    """The expression's own text in ``sql`` where it reads back as the same expression, else sqlglot's
+    print of it: DuckDB names what was written, and sqlglot drops some of it (``SUM( + 1)``, DuckDB's
+    ``sum((+(1)))``, prints as ``SUM(1)``). A span that misses a token (a leading ``-`` or parenthesis)
+    reads back as another expression, or not at all, and is not used."""
+    printed = item.sql(dialect="duckdb")
+    start, end = span(item, sql)
+    if start is None or end is None:
+        return printed
+    written = sql[start:end + 1]
+    try:
+        same = sqlglot.parse_one(written, read="duckdb") == sqlglot.parse_one(printed, read="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return printed
+    return written if same else printed
 
 
 class Planner:
@@ -204,7 +223,8 @@ class Planner:
             local = local_query(parsed, policy)
             if local is not None:   # a count of a randomized column's reports (frontend/local.py): no central noise
                 return local_plan(local, sql, policy, ci, nonnegative)
-            names = _duckdb_names(parse(named_by) if named_by else parsed, policy, self.reads.engine.expression_name)
+            names = _duckdb_names(parse(named_by) if named_by else parsed, named_by or sql, policy,
+                                  self.reads.engine.expression_name)
             parsed, lookup = arg_max(parsed, policy)   # the row of the largest private total: a top-1
             statement, policy = per_person(parsed, sql, policy)
             statement, policy = relate(flatten(statement, sql), sql, policy)
