@@ -39,11 +39,11 @@ from dpsql.mechanisms.base import PURE_NOISE
 from dpsql.plan.allocation import check_budget_parameters
 from dpsql.plan.build import build_plan
 from dpsql.plan.local import LocalPlan, local_plan
-from dpsql.sql.positions import span
 from dpsql.plan.model import Plan, PublicStage, Stage
 from dpsql.plan.public import PublicPlan, public_plan
 from dpsql.lower.rewrite import rewrite
 from dpsql.policy.model import Policy, TablePolicy
+from dpsql.sql.positions import span
 
 # A DP query run for the automatic bounds: the connection's ``sql`` (charged to the caller).
 Histogram = Callable[..., Result]

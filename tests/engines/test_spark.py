@@ -85,7 +85,8 @@ def test_spark_gives_duckdb_rows_with_the_noise_off(engines, path):
 
 @pytest.fixture(scope="module")
 def binding(spark, engines):
-    """(DuckDB, Spark) connections under the fixture's own policy, whose L (2) binds: units lose partitions."""
+    """(DuckDB, Spark) connections under the fixture's own policy, whose L (2) binds: units lose partitions
+    (Spark reads the session's views ``engines`` made)."""
     con = make_database()
     return (dpsql.connect(con, ledger=":memory:", policy=POLICY),
             dpsql.connect(spark, ledger=":memory:", policy=POLICY))
@@ -113,7 +114,7 @@ def test_spark_chooses_a_units_partitions_as_duckdb_does_where_l_binds(binding, 
     assert all(same(a, b) for r, w in zip(rows, want) for a, b in zip(r, w)), (rows[:5], want[:5])
 
 
-def test_the_portable_hash_binds_and_differs_from_no_choice(binding):
+def test_the_portable_choice_shows_in_the_rows(binding):
     """The comparison above can fail: under the fixture's L units lose partitions, so which ones they lose
     shows in the rows (the portable choice's are not the native hash's)."""
     duck, _ = binding
