@@ -85,6 +85,8 @@ def _as_written(item: sqlglot.exp.Expression, sql: str) -> str:
     if start is None or end is None:
         return printed
     written = sql[start:end + 1]
+    if written == printed:
+        return written
     try:
         same = sqlglot.parse_one(written, read="duckdb") == sqlglot.parse_one(printed, read="duckdb")
     except sqlglot.errors.SqlglotError:

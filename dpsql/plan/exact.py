@@ -15,7 +15,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from dpsql.sql.build import DoubleRound, case_when, cast, clamp, col, fn, num, saturate, wide_integer
+from dpsql.sql.build import DoubleRound, case_when, cast, clamp, col, fn, num, saturate, typed, wide_integer
 from dpsql.plan.kinds import Bounding
 from dpsql.plan.sensitivity import TREE_LEAVES, grid_bound
 
@@ -136,8 +136,7 @@ def bounded_unit_sum(m, C: int, c: Columns) -> exp.Expression:
     that size); a unit with more rows in one partition (over 2**32: B < 2**21) adds nothing, so its
     value is always a function of its own rows alone, never of the order the engine added them in.
     """
-    v = col(c.value)
-    v.type = exp.DataType.build("DOUBLE")   # typed for an engine that prints the cast of its sum by type
+    v = typed(col(c.value), "DOUBLE")   # for an engine that prints the cast of its sum by type
     n = exp.Count(this=col(c.raw))
     bound = grid_bound(m.lower, m.upper, m.granularity)
     total = cast(exp.Sum(this=v), "BIGINT")

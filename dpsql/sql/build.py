@@ -79,6 +79,13 @@ def _data_type(to: str) -> exp.DataType:
     return exp.DataType.build(to, dialect=DIALECT)
 
 
+def typed(column: exp.Column, to: str) -> exp.Column:
+    """``column`` with its type set (never printed): an engine prints some operations by their operand's
+    type (sql/number_types.py reads a column's own)."""
+    column.type = _data_type(to).copy()
+    return column
+
+
 def cast(value: exp.Expression, to: str) -> exp.Cast:
     # Parsing a type string is most of a plan's cost: build each type once (copied per use).
     return exp.Cast(this=value, to=_data_type(to).copy())
